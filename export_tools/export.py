@@ -1,0 +1,66 @@
+"""Hugging Face model -> fp32 ONNX encoder and decoder (``graphs``), traced with dynamic axes."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import onnx
+import torch
+
+from export_tools import graphs
+from export_tools.architectures import Architecture
+
+OPSET = 17
+
+
+def cache_names(layers: int, prefix: str) -> list[str]:
+    return [f"{prefix}.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
+
+
+def _layer_shape(model: Any) -> tuple[int, int, int]:
+    """(decoder layers, heads, head size) from the config."""
+    c = model.config
+    if c.model_type in ("t5", "mt5"):
+        return c.num_decoder_layers, c.num_heads, c.d_kv
+    return c.decoder_layers, c.decoder_attention_heads, c.d_model // c.decoder_attention_heads
+
+
+def _trace(module: torch.nn.Module, args: tuple, path: Path, inputs: list[str], outputs: list[str], axes: dict) -> None:
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # tracer warnings about shape arithmetic are expected here
+        torch.onnx.export(
+            module, args, str(path), dynamo=False, opset_version=OPSET, input_names=inputs,
+            output_names=outputs, dynamic_axes=axes, do_constant_folding=True,
+        )
+
+
+def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, onnx.ModelProto]:
+    """Trace both graphs into ``directory`` and return them loaded (tensors in memory)."""
+    model = model.eval().float()
+    parts = arch.parts(model)
+    layers, heads, head = _layer_shape(model)
+    batch, source, beams = 2, 5, 2
+    ids = torch.full((batch, source), 5, dtype=torch.long)
+    mask = torch.ones_like(ids)
+    cross = cache_names(layers, "cross")
+    past, present = cache_names(layers, "past"), cache_names(layers, "present")
+
+    directory.mkdir(parents=True, exist_ok=True)
+    enc_axes = {"input_ids": {0: "batch", 1: "source"}, "attention_mask": {0: "batch", 1: "source"}}
+    enc_axes |= {n: {0: "batch", 2: "source"} for n in cross}
+    _trace(graphs.EncoderGraph(parts).eval(), (ids, mask), directory / "encoder.onnx", ["input_ids", "attention_mask"], cross, enc_axes)
+
+    cross_kv = [torch.randn(batch, heads, source, head) for _ in cross]
+    past_kv = [torch.randn(batch * beams, heads, 3, head) for _ in past]
+    step = torch.full((batch * beams, 1), 5, dtype=torch.long)
+    dec_inputs = ["input_ids", "encoder_attention_mask", *cross, *past]
+    dec_axes = {"input_ids": {0: "rows", 1: "new"}, "encoder_attention_mask": {0: "batch", 1: "source"}}
+    dec_axes |= {n: {0: "batch", 2: "source"} for n in cross}
+    dec_axes |= {n: {0: "rows", 2: "past"} for n in past}
+    dec_axes |= {n: {0: "rows", 2: "total"} for n in present}
+    dec_axes["logits"] = {0: "rows"}
+    _trace(graphs.DecoderGraph(parts).eval(), (step, mask, *cross_kv, *past_kv), directory / "decoder.onnx",
+           dec_inputs, ["logits", *present], dec_axes)
+    return {name: onnx.load(str(directory / f"{name}.onnx")) for name in ("encoder", "decoder")}

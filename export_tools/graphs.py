@@ -1,0 +1,331 @@
+"""The two graphs of an artifact, written as plain torch modules over a Hugging Face model's weights.
+
+Why not export the Hugging Face forward itself: its cache objects do not trace to a clean graph,
+and we want a graph shape that suits beam search.
+
+* ``EncoderGraph``: ``input_ids, attention_mask -> cross.{i}.key, cross.{i}.value`` for every
+  decoder layer. The cross-attention projections run once per batch, here, and the decoder never
+  sees the encoder's hidden states.
+* ``DecoderGraph``: one graph for every step, step 0 included (a zero-length past). There is no
+  ``If`` node, so dynamic quantization reaches every MatMul, and no second decoder file holding the
+  same weights again. Cross-attention K/V have batch ``B``; the tokens have batch ``B * beams``:
+  queries are regrouped per sentence, so cross K/V are never copied per beam.
+
+Shapes (N = batch * beams, T new tokens, P past length, S source length, H heads, D head size)::
+
+    decoder inputs : input_ids (N, T), encoder_attention_mask (B, S),
+                     cross.{i}.key / .value (B, H, S, D), past.{i}.key / .value (N, H, P, D)
+    decoder outputs: logits (N, V) for the last new token, present.{i}.key / .value (N, H, P+T, D)
+
+The token embedding and the LM head share one ``(d_model, vocab)`` tensor when the model ties
+them: the LM head is a plain MatMul with it and the lookup is a Gather along axis 1, so the
+weight is stored once and the quantizer sees a MatMul with an initializer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+# A large negative bias that is still finite in fp16, so masked scores never become NaN.
+MASK_VALUE = -65504.0
+
+
+def _heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """(batch, seq, H*D) -> (batch, H, seq, D)."""
+    return x.reshape(x.shape[0], x.shape[1], heads, -1).transpose(1, 2)
+
+
+def _merge(x: torch.Tensor) -> torch.Tensor:
+    """(batch, H, seq, D) -> (batch, seq, H*D)."""
+    return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1)
+
+
+class TokenTable(nn.Module):
+    """Token embedding and LM head over one stored tensor when the model ties them."""
+
+    def __init__(self, embedding: torch.Tensor, lm_head: torch.Tensor, scale: float, logit_bias: torch.Tensor | None):
+        super().__init__()
+        self.tied = lm_head is embedding or torch.equal(lm_head, embedding)
+        self.table_t = nn.Parameter(embedding.detach().t().contiguous(), requires_grad=False)  # (d, V)
+        if not self.tied:
+            self.head_t = nn.Parameter(lm_head.detach().t().contiguous(), requires_grad=False)
+        self.scale = scale
+        self.logit_bias = None if logit_bias is None else nn.Parameter(logit_bias.detach().reshape(-1), False)
+
+    def lookup(self, ids: torch.Tensor) -> torch.Tensor:
+        """(batch, seq) ids -> (batch, seq, d)."""
+        vectors = torch.index_select(self.table_t, 1, ids.reshape(-1)).t()
+        vectors = vectors.reshape(ids.shape[0], ids.shape[1], -1)
+        return vectors * self.scale if self.scale != 1.0 else vectors
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(N, d) -> (N, V)."""
+        out = hidden @ (self.table_t if self.tied else self.head_t)
+        return out + self.logit_bias if self.logit_bias is not None else out
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
+    """Scaled dot-product attention: q (b, H, t, D), k/v (b, H, s, D), bias broadcast to (b, H, t, s)."""
+    scores = torch.matmul(q, k.transpose(2, 3))
+    if scale != 1.0:
+        scores = scores * scale
+    weights = torch.softmax(scores + bias, dim=-1)
+    return torch.matmul(weights, v)
+
+
+def attend_per_sentence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, scale: float):
+    """Cross-attention for q (B*beams, H, T, D) against k/v (B, H, S, D) without repeating k/v per beam."""
+    n, heads, t, d = q.shape
+    b = k.shape[0]
+    grouped = q.reshape(b, -1, heads, t, d).transpose(1, 2).reshape(b, heads, -1, d)  # (B, H, beams*T, D)
+    out = attend(grouped, k, v, bias, scale)
+    return out.reshape(b, heads, -1, t, d).transpose(1, 2).reshape(n, heads, t, d)
+
+
+def padding_bias(mask: torch.Tensor) -> torch.Tensor:
+    """(B, S) 1/0 mask -> (B, 1, 1, S) additive bias."""
+    return ((1.0 - mask.to(torch.float32)) * MASK_VALUE)[:, None, None, :]
+
+
+def causal_bias(past: int | torch.Tensor, new: int | torch.Tensor) -> torch.Tensor:
+    """(1, 1, T, P+T): new token t sees the past and new tokens up to itself."""
+    query = torch.arange(new)[:, None] + past
+    key = torch.arange(past + new)[None, :]
+    return torch.where(key <= query, 0.0, MASK_VALUE)[None, None]
+
+
+class Projections(nn.Module):
+    """q/k/v/o Linear layers of one attention block, borrowed from the Hugging Face module."""
+
+    def __init__(self, q: nn.Module, k: nn.Module, v: nn.Module, o: nn.Module, heads: int, scale: float):
+        super().__init__()
+        self.q, self.k, self.v, self.o = q, k, v, o
+        self.heads, self.scale = heads, scale
+
+    def self_attention(self, h: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        q, k, v = (_heads(p(h), self.heads) for p in (self.q, self.k, self.v))
+        return self.o(_merge(attend(q, k, v, bias, self.scale)))
+
+    def cached_self_attention(self, h, past_k, past_v, bias):
+        q, k, v = (_heads(p(h), self.heads) for p in (self.q, self.k, self.v))
+        k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+        return self.o(_merge(attend(q, k, v, bias, self.scale))), k, v
+
+    def cross_kv(self, encoded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _heads(self.k(encoded), self.heads), _heads(self.v(encoded), self.heads)
+
+    def cross_attention(self, h, k, v, bias):
+        q = _heads(self.q(h), self.heads)
+        return self.o(_merge(attend_per_sentence(q, k, v, bias, self.scale)))
+
+
+# --------------------------------------------------------------------------------------------------
+# Marian and M2M100/NLLB: BART-shaped layers; Marian normalises after each block, M2M100 before.
+
+
+class BartLayers(nn.Module):
+    """Encoder and decoder stacks of a Marian or M2M100 model, with our attention."""
+
+    def __init__(self, model: nn.Module, *, pre_norm: bool):
+        super().__init__()
+        base = model.get_encoder(), model.get_decoder()
+        self.encoder, self.decoder = base
+        self.pre_norm = pre_norm
+        self.enc_attn = nn.ModuleList(self._proj(layer.self_attn) for layer in self.encoder.layers)
+        self.dec_self = nn.ModuleList(self._proj(layer.self_attn) for layer in self.decoder.layers)
+        self.dec_cross = nn.ModuleList(self._proj(layer.encoder_attn) for layer in self.decoder.layers)
+
+    @staticmethod
+    def _proj(attn: nn.Module) -> Projections:
+        return Projections(attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj, attn.num_heads, attn.head_dim**-0.5)
+
+    def _block(self, h: torch.Tensor, norm: nn.Module, fn) -> torch.Tensor:
+        if self.pre_norm:
+            return h + fn(norm(h))
+        return norm(h + fn(h))
+
+    @staticmethod
+    def _ffn(layer: nn.Module):
+        return lambda x: layer.fc2(layer.activation_fn(layer.fc1(x)))
+
+    def encode(self, h: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        for layer, attn in zip(self.encoder.layers, self.enc_attn):
+            h = self._block(h, layer.self_attn_layer_norm, lambda x, a=attn: a.self_attention(x, bias))
+            h = self._block(h, layer.final_layer_norm, self._ffn(layer))
+        return self.encoder.layer_norm(h) if self.pre_norm else h
+
+    def decode(self, h, bias, cross_bias, cross, past, past_len):
+        present = []
+        for i, layer in enumerate(self.decoder.layers):
+            kv: list[torch.Tensor] = []
+
+            def self_attn(x, i=i, kv=kv):
+                out, k, v = self.dec_self[i].cached_self_attention(x, past[2 * i], past[2 * i + 1], bias)
+                kv += [k, v]
+                return out
+
+            h = self._block(h, layer.self_attn_layer_norm, self_attn)
+            cross_k, cross_v = cross[2 * i], cross[2 * i + 1]
+            h = self._block(
+                h, layer.encoder_attn_layer_norm, lambda x, i=i: self.dec_cross[i].cross_attention(x, cross_k, cross_v, cross_bias)
+            )
+            h = self._block(h, layer.final_layer_norm, self._ffn(layer))
+            present += kv
+        return (self.decoder.layer_norm(h) if self.pre_norm else h), present
+
+
+class MarianPositions(nn.Module):
+    """Marian: a sinusoidal table indexed by absolute position, padding ignored."""
+
+    def __init__(self, table: torch.Tensor):
+        super().__init__()
+        self.table = nn.Parameter(table.detach().clone(), requires_grad=False)
+
+    def __call__(self, ids: torch.Tensor, past: int | torch.Tensor = 0) -> torch.Tensor:
+        positions = torch.arange(ids.shape[1]) + past
+        return self.table[positions][None]
+
+
+class M2M100Positions(nn.Module):
+    """M2M100: positions count non-pad tokens and start after the padding index (fairseq)."""
+
+    def __init__(self, table: torch.Tensor, padding_idx: int):
+        super().__init__()
+        self.table = nn.Parameter(table.detach().clone(), requires_grad=False)
+        self.padding_idx = padding_idx
+
+    def __call__(self, ids: torch.Tensor, past: int | torch.Tensor = 0) -> torch.Tensor:
+        mask = (ids != self.padding_idx).to(torch.int64)
+        positions = (torch.cumsum(mask, dim=1) + past) * mask + self.padding_idx
+        return self.table[positions]
+
+
+# --------------------------------------------------------------------------------------------------
+# T5: RMS-normalised pre-norm blocks, relative position buckets, unscaled attention.
+
+
+class T5Layers(nn.Module):
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.encoder, self.decoder = model.get_encoder(), model.get_decoder()
+        heads = model.config.num_heads
+        self.enc_attn = nn.ModuleList(self._proj(b.layer[0].SelfAttention, heads) for b in self.encoder.block)
+        self.dec_self = nn.ModuleList(self._proj(b.layer[0].SelfAttention, heads) for b in self.decoder.block)
+        self.dec_cross = nn.ModuleList(self._proj(b.layer[1].EncDecAttention, heads) for b in self.decoder.block)
+        self.enc_bias = self.encoder.block[0].layer[0].SelfAttention
+        self.dec_bias = self.decoder.block[0].layer[0].SelfAttention
+
+    @staticmethod
+    def _proj(attn: nn.Module, heads: int) -> Projections:
+        return Projections(attn.q, attn.k, attn.v, attn.o, heads, 1.0)
+
+    @staticmethod
+    def position_bias(attn: nn.Module, queries: torch.Tensor, keys: torch.Tensor, bidirectional: bool):
+        """(1, H, t, s) learned bias for query positions ``queries`` against key positions ``keys``."""
+        relative = keys[None, :] - queries[:, None]
+        bucket = attn._relative_position_bucket(
+            relative,
+            bidirectional=bidirectional,
+            num_buckets=attn.relative_attention_num_buckets,
+            max_distance=attn.relative_attention_max_distance,
+        )
+        return attn.relative_attention_bias(bucket).permute(2, 0, 1)[None]
+
+    def encode(self, h: torch.Tensor, mask_bias: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(h.shape[1])
+        bias = self.position_bias(self.enc_bias, positions, positions, True) + mask_bias
+        for block, attn in zip(self.encoder.block, self.enc_attn):
+            h = h + attn.self_attention(block.layer[0].layer_norm(h), bias)
+            h = block.layer[-1](h)
+        return self.encoder.final_layer_norm(h)
+
+    def decode(self, h, causal, cross_bias, cross, past, past_len):
+        new = h.shape[1]
+        queries = torch.arange(new) + past_len
+        keys = torch.arange(past_len + new)
+        bias = self.position_bias(self.dec_bias, queries, keys, False) + causal
+        present = []
+        for i, block in enumerate(self.decoder.block):
+            out, k, v = self.dec_self[i].cached_self_attention(block.layer[0].layer_norm(h), past[2 * i], past[2 * i + 1], bias)
+            h = h + out
+            h = h + self.dec_cross[i].cross_attention(block.layer[1].layer_norm(h), cross[2 * i], cross[2 * i + 1], cross_bias)
+            h = block.layer[-1](h)
+            present += [k, v]
+        return self.decoder.final_layer_norm(h), present
+
+
+# --------------------------------------------------------------------------------------------------
+# The exported graphs.
+
+
+class EncoderGraph(nn.Module):
+    def __init__(self, arch: "GraphParts"):
+        super().__init__()
+        self.arch = arch
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        a = self.arch
+        h = a.tokens.lookup(input_ids)
+        if a.positions is not None:
+            h = h + a.positions(input_ids)
+        encoded = a.layers.encode(h, padding_bias(attention_mask))
+        return tuple(t for proj in a.layers.dec_cross for t in proj.cross_kv(encoded))
+
+
+class DecoderGraph(nn.Module):
+    def __init__(self, arch: "GraphParts"):
+        super().__init__()
+        self.arch = arch
+
+    def forward(self, input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor, *caches: torch.Tensor):
+        a = self.arch
+        n = len(caches) // 2
+        cross, past = caches[:n], caches[n:]
+        past_len = past[0].shape[2]
+        h = a.tokens.lookup(input_ids)
+        causal = causal_bias(past_len, input_ids.shape[1])
+        cross_bias = padding_bias(encoder_attention_mask)
+        if a.positions is not None:
+            h = h + a.positions(input_ids, past_len)
+        h, present = a.layers.decode(h, causal, cross_bias, cross, past, past_len)
+        last = h[:, -1, :]
+        if a.output_scale != 1.0:
+            last = last * a.output_scale
+        return (a.tokens.logits(last), *present)
+
+
+class GraphParts(nn.Module):
+    """What both graphs need from one model: token table, positions, layers, output scale."""
+
+    def __init__(self, tokens: TokenTable, positions: nn.Module | None, layers: nn.Module, output_scale: float):
+        super().__init__()
+        self.tokens, self.positions, self.layers = tokens, positions, layers
+        self.output_scale = output_scale
+
+
+def marian_parts(model: nn.Module) -> GraphParts:
+    c = model.config
+    embed = model.get_decoder().embed_tokens.weight
+    tokens = TokenTable(embed, model.lm_head.weight, math.sqrt(c.d_model) if c.scale_embedding else 1.0,
+                        model.final_logits_bias)
+    positions = MarianPositions(model.get_decoder().embed_positions.weight)
+    return GraphParts(tokens, positions, BartLayers(model, pre_norm=False), 1.0)
+
+
+def m2m100_parts(model: nn.Module) -> GraphParts:
+    c = model.config
+    decoder = model.get_decoder()
+    tokens = TokenTable(decoder.embed_tokens.weight, model.lm_head.weight,
+                        math.sqrt(c.d_model) if c.scale_embedding else 1.0, None)
+    positions = M2M100Positions(decoder.embed_positions.weights, c.pad_token_id)
+    return GraphParts(tokens, positions, BartLayers(model, pre_norm=True), 1.0)
+
+
+def t5_parts(model: nn.Module) -> GraphParts:
+    c = model.config
+    tokens = TokenTable(model.shared.weight, model.lm_head.weight, 1.0, None)
+    scale = c.d_model**-0.5 if c.tie_word_embeddings else 1.0
+    return GraphParts(tokens, None, T5Layers(model), scale)
