@@ -1,0 +1,4 @@
+from export_tools.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""``build``: Hugging Face model -> verified artifact directory, written atomically.
+
+Stages (each announced on stderr): load the model, check its tokenizer, export fp32 graphs,
+derive INT8/FP16, store each precision with shared weights, write the manifest, verify (hashes,
+parity, quality gate), and only then rename the temporary directory to ``--out``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from export_tools import architectures, precision
+from export_tools.architectures import Architecture, ExportError
+from export_tools.export import OPSET, export_fp32
+from export_tools.weights import save_shared
+from worker.artifact import MANIFEST, file_entries
+
+PRECISIONS = ("fp32", "int8", "fp16")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def say(message: str) -> None:
+    print(f"[export] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Source:
+    """A loaded model with what the artifact records about where it came from."""
+
+    model: Any
+    tokenizer: Any
+    generation: Any
+    arch: Architecture
+    identity: dict[str, Any]
+    path: Path | None
+
+
+def load_source(src: str, revision: str | None = None) -> Source:
+    """A local ``save_pretrained`` directory, or a hub id (needs network access to the hub)."""
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
+
+    local = Path(src)
+    if local.exists():
+        if not local.is_dir():
+            raise ExportError(f"{src} is a file: pass the directory written by save_pretrained")
+        config_json = architectures.read_json(local / "config.json")
+        arch = architectures.architecture_for(str(config_json.get("model_type")))
+        if not any((local / f).exists() for f in WEIGHT_FILES):
+            raise ExportError(f"{src} has no {' or '.join(WEIGHT_FILES)}: the weights are missing, re-save the model")
+        if not (local / "generation_config.json").exists():
+            raise ExportError(
+                f"{src} has no generation_config.json: write one with "
+                "GenerationConfig.from_model_config(config).save_pretrained(DIR) after checking its settings"
+            )
+        identity = {"id": str(local.resolve()), "content_sha256": _content_hash(local)}
+    else:
+        arch = architectures.architecture_for(AutoConfig.from_pretrained(src, revision=revision).model_type)
+        identity = {"id": src, "revision": revision}
+    try:
+        model = AutoModelForSeq2SeqLM.from_pretrained(src, revision=revision, attn_implementation="eager")
+        tokenizer = AutoTokenizer.from_pretrained(src, revision=revision, use_fast=False)
+        generation = GenerationConfig.from_pretrained(src, revision=revision)
+    except (OSError, ValueError, RuntimeError, AssertionError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ExportError(f"cannot load {src}: {first} (re-save or re-download the model)") from None
+    if identity.get("revision") is None and not local.exists():
+        identity["revision"] = getattr(model.config, "_commit_hash", None)
+    return Source(model.eval(), tokenizer, generation, arch, identity, local if local.exists() else None)
+
+
+def _content_hash(directory: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.iterdir() if p.is_file()):
+        digest.update(path.name.encode())
+        digest.update(bytes.fromhex(_sha256(path)))
+    return digest.hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    from worker.artifact import sha256_file
+
+    return sha256_file(path)
+
+
+def check_tokenizer(source: Source, framing: dict[str, Any], folder: Path, samples: Sequence[str]) -> None:
+    """The worker's sentencepiece tokenizer must give the ids the model was trained with."""
+    from worker.tokenizer import Tokenizer
+
+    vocab_size = source.model.config.vocab_size
+    if framing["vocab_size"] > vocab_size:
+        raise ExportError(
+            f"the tokenizer has {framing['vocab_size']} tokens but the model only {vocab_size}: "
+            "this tokenizer belongs to another model; save the model's own tokenizer beside it"
+        )
+    ours = Tokenizer.from_files(folder, framing)
+    for text in samples:
+        expected = source.tokenizer(text).input_ids
+        if max(expected) >= vocab_size:
+            raise ExportError(
+                f"the tokenizer produces id {max(expected)} but the model's vocabulary has {vocab_size} entries: "
+                "this tokenizer belongs to another model; save the model's own tokenizer beside it"
+            )
+        got = ours.encode(text)
+        if got != expected:
+            raise ExportError(
+                f"the worker tokenizer disagrees with {type(source.tokenizer).__name__} on {text!r}: "
+                f"{got} vs {expected}; this tokenizer layout is not supported yet"
+            )
+
+
+def _special_tokens(source: Source) -> dict[str, Any]:
+    tokens = architectures.special_tokens(source.model.config, source.generation)
+    bad = getattr(source.generation, "bad_words_ids", None) or []
+    tokens["suppressed_ids"] = sorted({ids[0] for ids in bad if len(ids) == 1})
+    return tokens
+
+
+def _graph_io(model: onnx.ModelProto) -> dict[str, list[str]]:
+    return {"inputs": [i.name for i in model.graph.input], "outputs": [o.name for o in model.graph.output]}
+
+
+def _versions() -> dict[str, str]:
+    import onnxruntime
+    import torch
+    import transformers
+
+    return {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
+            "transformers": transformers.__version__, "torch": torch.__version__}
+
+
+def write_precisions(fp32: dict[str, onnx.ModelProto], wanted: Sequence[str], root: Path) -> dict[str, Any]:
+    """Each precision's graphs under ``root/<precision>/`` with one shared weights file."""
+    out: dict[str, Any] = {}
+    for name in wanted:
+        say(f"writing {name} graphs")
+        if name == "fp32":
+            models = {k: onnx.ModelProto.FromString(v.SerializeToString()) for k, v in fp32.items()}
+        elif name == "int8":
+            models = {k: precision.to_int8(v) for k, v in fp32.items()}
+        else:
+            models = {"encoder": precision.to_fp16(fp32["encoder"], []),
+                      "decoder": precision.to_fp16(fp32["decoder"], ["logits"])}
+        io = {k: _graph_io(m) for k, m in models.items()}
+        ops = {k: precision.quantization_summary(m) for k, m in models.items()}
+        sizes = save_shared(models, root / name)
+        out[name] = {
+            "graphs": {k: f"{name}/{k}.onnx" for k in models},
+            "weights": f"{name}/weights.bin",
+            "io": io,
+            "quantization": ops if name == "int8" else None,
+            "stored_bytes": sizes["stored_bytes"],
+            "referenced_bytes": sizes["referenced_bytes"],
+        }
+    return out
+
+
+def _model_shape(model: Any) -> dict[str, int]:
+    c = model.config
+    if c.model_type in ("t5", "mt5"):
+        return {"decoder_layers": c.num_decoder_layers, "heads": c.num_heads, "head_dim": c.d_kv,
+                "d_model": c.d_model, "vocab_size": c.vocab_size}
+    return {"decoder_layers": c.decoder_layers, "heads": c.decoder_attention_heads,
+            "head_dim": c.d_model // c.decoder_attention_heads, "d_model": c.d_model, "vocab_size": c.vocab_size}
+
+
+def assemble(source: Source, precisions: Sequence[str], root: Path, samples: Sequence[str]) -> dict[str, Any]:
+    """Write every artifact file into ``root`` and return the manifest (also written)."""
+    tokenizer_dir = root / "tokenizer"
+    source.tokenizer.save_pretrained(tokenizer_dir)
+    framing = architectures.tokenizer_framing(source.arch, source.tokenizer)
+    check_tokenizer(source, framing, tokenizer_dir, samples)
+    source.generation.to_json_file(root / "generation_config.json")
+
+    with tempfile.TemporaryDirectory(dir=root.parent) as scratch:
+        say(f"exporting {source.arch.name} encoder and decoder (fp32)")
+        fp32 = export_fp32(source.model, source.arch, Path(scratch))
+        graphs = write_precisions(fp32, precisions, root)
+
+    manifest = {
+        "format": 1,
+        "source": source.identity,
+        "architecture": source.arch.name,
+        "model_type": source.model.config.model_type,
+        "model": _model_shape(source.model),
+        "max_positions": architectures.max_positions(source.model.config),
+        "special_tokens": _special_tokens(source),
+        "tokenizer": framing,
+        "precisions": graphs,
+        "opset": OPSET,
+        "versions": _versions(),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    manifest["files"] = file_entries(root)
+    digest = hashlib.sha256(json.dumps(manifest["files"], sort_keys=True).encode()).hexdigest()
+    manifest["artifact_id"] = f"{source.arch.name}-{digest[:12]}"
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    return manifest
+
+
+def build(src: str, out: Path, precisions: Sequence[str], *, force: bool = False, revision: str | None = None,
+          verify: Any = None) -> dict[str, Any]:
+    """Build into a temporary sibling of ``out`` and rename on success; nothing is left on failure.
+
+    ``verify(source, tmp_dir) -> report`` runs before the rename; it raises to refuse the artifact.
+    """
+    unknown = [p for p in precisions if p not in PRECISIONS]
+    if unknown or "fp32" not in precisions:
+        raise ExportError(f"--precision takes fp32 (always needed, the reference) plus int8 and/or fp16; got {list(precisions)}")
+    if out.exists() and not force:
+        raise ExportError(f"{out} already exists: choose another --out or pass --force to replace it")
+    say(f"loading {src}")
+    source = load_source(src, revision)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        from export_tools.verify import sample_sentences
+
+        manifest = assemble(source, precisions, tmp, sample_sentences())
+        if verify is not None:
+            verify(source, tmp)
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+        say(f"artifact {manifest['artifact_id']} written to {out}")
+        return manifest
+    except OSError as err:
+        if err.errno == errno.ENOSPC:
+            raise ExportError(f"no space left on the device while writing {out}: free space or pick another --out") from None
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

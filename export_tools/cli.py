@@ -1,0 +1,122 @@
+"""``python -m export_tools``: build, verify, and make the test and demo models.
+
+    python -m export_tools tiny --arch marian --out /tmp/tiny-marian
+    python -m export_tools build /tmp/tiny-marian --out /tmp/artifact --precision fp32 int8
+    python -m export_tools verify /tmp/artifact --source /tmp/tiny-marian
+    python -m export_tools demo --out artifacts/demo
+
+SRC for ``build`` is a directory written by ``save_pretrained`` or a Hugging Face hub id such as
+``Helsinki-NLP/opus-mt-en-zh`` (hub ids need network access to the hub; pin one with --revision).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from export_tools.architectures import SUPPORTED, ExportError
+from worker.artifact import ArtifactError
+
+DEMO_CHECKPOINT = Path(__file__).parent / "fixtures" / "demo_model"
+DEMO_DEV_SET = Path(__file__).parent / "fixtures" / "demo_dev.jsonl"
+
+
+def _verifier(args: argparse.Namespace):
+    from export_tools import verify
+
+    dev = verify.read_dev_set(Path(args.dev_set)) if args.dev_set else None
+
+    def check(source, root: Path) -> None:
+        report = verify.run(root, source if not args.skip_parity else None, dev, args.max_bleu_drop)
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+
+    return check
+
+
+def cmd_build(args: argparse.Namespace) -> None:
+    from export_tools.build import build
+
+    build(args.src, Path(args.out), args.precision, force=args.force, revision=args.revision, verify=_verifier(args))
+
+
+def cmd_verify(args: argparse.Namespace) -> None:
+    from export_tools import verify
+    from worker.artifact import Artifact
+
+    root = Path(args.artifact)
+    Artifact.load(root, verify=False)
+    source = None
+    if args.source:
+        from export_tools.build import load_source
+
+        source = load_source(args.source)
+    dev = verify.read_dev_set(Path(args.dev_set)) if args.dev_set else None
+    print(json.dumps(verify.run(root, source, dev, args.max_bleu_drop), indent=2, ensure_ascii=False))
+
+
+def cmd_tiny(args: argparse.Namespace) -> None:
+    from export_tools.fixtures.tiny import build_tiny
+
+    print(build_tiny(args.arch, Path(args.out), seed=args.seed, force=args.force))
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    args.src, args.revision, args.skip_parity = str(DEMO_CHECKPOINT), None, False
+    args.dev_set = args.dev_set or str(DEMO_DEV_SET)
+    cmd_build(args)
+
+
+def _gate_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dev-set", help="JSONL {source, reference} or TSV source<TAB>reference; scores every precision")
+    p.add_argument("--max-bleu-drop", type=float, default=0.5,
+                   help="refuse INT8/FP16 whose BLEU trails fp32 by more than this (default 0.5)")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m export_tools", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("build", help="export a model into a verified artifact directory",
+                       description=f"Export SRC into an artifact. Supported architectures: {SUPPORTED}.")
+    b.add_argument("src", help="save_pretrained directory or hub id")
+    b.add_argument("--out", required=True, help="artifact directory to create (refused if it exists, see --force)")
+    b.add_argument("--precision", nargs="+", default=["fp32", "int8"], choices=["fp32", "int8", "fp16"],
+                   help="graphs to build; fp32 is always required (default: fp32 int8)")
+    b.add_argument("--revision", help="hub revision (branch, tag or commit) to pin")
+    b.add_argument("--force", action="store_true", help="replace an existing --out")
+    b.add_argument("--skip-parity", action="store_true", help="skip the comparison with the PyTorch model")
+    _gate_options(b)
+    b.set_defaults(func=cmd_build)
+
+    v = sub.add_parser("verify", help="check hashes, parity and quality of an artifact")
+    v.add_argument("artifact", help="artifact directory")
+    v.add_argument("--source", help="the model it was built from, for parity checks")
+    _gate_options(v)
+    v.set_defaults(func=cmd_verify)
+
+    t = sub.add_parser("tiny", help="write a tiny random model (for tests) as a save_pretrained directory")
+    t.add_argument("--arch", required=True, choices=["marian", "m2m100", "t5"])
+    t.add_argument("--out", required=True)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--force", action="store_true", help="replace an existing --out")
+    t.set_defaults(func=cmd_tiny)
+
+    d = sub.add_parser("demo", help="build the demo EN->ZH artifact from the committed checkpoint")
+    d.add_argument("--out", required=True)
+    d.add_argument("--precision", nargs="+", default=["fp32", "int8"], choices=["fp32", "int8", "fp16"])
+    d.add_argument("--force", action="store_true")
+    _gate_options(d)
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (ExportError, ArtifactError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,1 @@
+"""Producer side: job specs, submission, status (issue 5)."""

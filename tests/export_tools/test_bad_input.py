@@ -1,0 +1,68 @@
+"""Bad models get one line that says what to do, exit 1, and no half-written artifact."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.export_tools.test_build import run_cli
+
+
+def assert_refused(src: Path, out: Path, *needles: str) -> None:
+    result = run_cli("build", str(src), "--out", str(out), "--skip-parity")
+    assert result.returncode == 1, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0]
+    assert not out.exists()
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")]
+
+
+def test_missing_model_directory(tmp_path: Path) -> None:
+    src = tmp_path / "no-such-model"
+    src.mkdir()
+    assert_refused(src, tmp_path / "out", "config.json is missing", "save_pretrained")
+
+
+def test_corrupt_config(tiny_models, tmp_path: Path) -> None:
+    src = Path(shutil.copytree(tiny_models["marian"], tmp_path / "src"))
+    (src / "config.json").write_text("{ not json")
+    assert_refused(src, tmp_path / "out", "config.json is not valid JSON")
+
+
+def test_missing_weights(tiny_models, tmp_path: Path) -> None:
+    src = Path(shutil.copytree(tiny_models["marian"], tmp_path / "src"))
+    (src / "model.safetensors").unlink()
+    assert_refused(src, tmp_path / "out", "weights are missing")
+
+
+def test_unsupported_architecture_names_the_supported_ones(tiny_models, tmp_path: Path) -> None:
+    src = Path(shutil.copytree(tiny_models["marian"], tmp_path / "src"))
+    config = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps(config | {"model_type": "bart"}))
+    assert_refused(src, tmp_path / "out", "unsupported architecture 'bart'", "marian", "m2m100", "t5")
+
+
+def test_model_without_generation_config(tiny_models, tmp_path: Path) -> None:
+    src = Path(shutil.copytree(tiny_models["marian"], tmp_path / "src"))
+    (src / "generation_config.json").unlink()
+    assert_refused(src, tmp_path / "out", "no generation_config.json")
+
+
+def test_tokenizer_of_another_model_is_refused(tiny_models, tmp_path: Path) -> None:
+    src = Path(shutil.copytree(tiny_models["marian"], tmp_path / "src"))
+    vocab = json.loads((src / "vocab.json").read_text())
+    bigger = {piece: i + 5000 for piece, i in vocab.items()}  # a vocabulary 5,000 ids larger than the model's
+    (src / "vocab.json").write_text(json.dumps(bigger))
+    assert_refused(src, tmp_path / "out", "belongs to another model")
+
+
+@pytest.mark.parametrize("precisions", [["int8"], ["fp32", "bf16"]])
+def test_precision_list_needs_fp32_and_known_names(tiny_models, tmp_path: Path, precisions: list[str]) -> None:
+    result = run_cli("build", str(tiny_models["marian"]), "--out", str(tmp_path / "o"), "--precision", *precisions)
+    assert result.returncode != 0
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,1 @@
+"""Fanyi worker: loads artifacts and translates with ONNX Runtime. Never imports torch."""

@@ -1,0 +1,1 @@
+"""Inference engine: ONNX Runtime sessions, KV-cached decoding steps, greedy and beam search."""
