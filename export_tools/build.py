@@ -49,6 +49,7 @@ class Source:
 
 def load_source(src: str, revision: str | None = None) -> Source:
     """A local ``save_pretrained`` directory, or a hub id (needs network access to the hub)."""
+    pinned = revision or "main"
     from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
     local = Path(src)
@@ -64,14 +65,14 @@ def load_source(src: str, revision: str | None = None) -> Source:
                 f"{src} has no generation_config.json: write one with "
                 "GenerationConfig.from_model_config(config).save_pretrained(DIR) after checking its settings"
             )
-        identity = {"id": str(local.resolve()), "content_sha256": _content_hash(local)}
+        identity: dict[str, Any] = {"id": str(local.resolve()), "content_sha256": _content_hash(local)}
     else:
-        arch = architectures.architecture_for(AutoConfig.from_pretrained(src, revision=revision).model_type)
+        arch = architectures.architecture_for(AutoConfig.from_pretrained(src, revision=pinned).model_type)
         identity = {"id": src, "revision": revision}
     try:
-        model = AutoModelForSeq2SeqLM.from_pretrained(src, revision=revision, attn_implementation="eager")
-        tokenizer = AutoTokenizer.from_pretrained(src, revision=revision, use_fast=False)
-        generation = GenerationConfig.from_pretrained(src, revision=revision)
+        model = AutoModelForSeq2SeqLM.from_pretrained(src, revision=pinned, attn_implementation="eager")
+        tokenizer = AutoTokenizer.from_pretrained(src, revision=pinned, use_fast=False)
+        generation = GenerationConfig.from_pretrained(src, revision=pinned)
     except (OSError, ValueError, RuntimeError, AssertionError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ExportError(f"cannot load {src}: {first} (re-save or re-download the model)") from None
@@ -136,8 +137,12 @@ def _versions() -> dict[str, str]:
     import torch
     import transformers
 
-    return {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
-            "transformers": transformers.__version__, "torch": torch.__version__}
+    return {
+        "onnx": onnx.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+    }
 
 
 def write_precisions(fp32: dict[str, onnx.ModelProto], wanted: Sequence[str], root: Path) -> dict[str, Any]:
@@ -150,8 +155,10 @@ def write_precisions(fp32: dict[str, onnx.ModelProto], wanted: Sequence[str], ro
         elif name == "int8":
             models = {k: precision.to_int8(v) for k, v in fp32.items()}
         else:
-            models = {"encoder": precision.to_fp16(fp32["encoder"], []),
-                      "decoder": precision.to_fp16(fp32["decoder"], ["logits"])}
+            models = {
+                "encoder": precision.to_fp16(fp32["encoder"], []),
+                "decoder": precision.to_fp16(fp32["decoder"], ["logits"]),
+            }
         io = {k: _graph_io(m) for k, m in models.items()}
         ops = {k: precision.quantization_summary(m) for k, m in models.items()}
         sizes = save_shared(models, root / name)
@@ -169,10 +176,20 @@ def write_precisions(fp32: dict[str, onnx.ModelProto], wanted: Sequence[str], ro
 def _model_shape(model: Any) -> dict[str, int]:
     c = model.config
     if c.model_type in ("t5", "mt5"):
-        return {"decoder_layers": c.num_decoder_layers, "heads": c.num_heads, "head_dim": c.d_kv,
-                "d_model": c.d_model, "vocab_size": c.vocab_size}
-    return {"decoder_layers": c.decoder_layers, "heads": c.decoder_attention_heads,
-            "head_dim": c.d_model // c.decoder_attention_heads, "d_model": c.d_model, "vocab_size": c.vocab_size}
+        return {
+            "decoder_layers": c.num_decoder_layers,
+            "heads": c.num_heads,
+            "head_dim": c.d_kv,
+            "d_model": c.d_model,
+            "vocab_size": c.vocab_size,
+        }
+    return {
+        "decoder_layers": c.decoder_layers,
+        "heads": c.decoder_attention_heads,
+        "head_dim": c.d_model // c.decoder_attention_heads,
+        "d_model": c.d_model,
+        "vocab_size": c.vocab_size,
+    }
 
 
 def assemble(source: Source, precisions: Sequence[str], root: Path, samples: Sequence[str]) -> dict[str, Any]:
@@ -200,7 +217,7 @@ def assemble(source: Source, precisions: Sequence[str], root: Path, samples: Seq
         "precisions": graphs,
         "opset": OPSET,
         "versions": _versions(),
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     manifest["files"] = file_entries(root)
     digest = hashlib.sha256(json.dumps(manifest["files"], sort_keys=True).encode()).hexdigest()
@@ -209,15 +226,24 @@ def assemble(source: Source, precisions: Sequence[str], root: Path, samples: Seq
     return manifest
 
 
-def build(src: str, out: Path, precisions: Sequence[str], *, force: bool = False, revision: str | None = None,
-          verify: Any = None) -> dict[str, Any]:
+def build(
+    src: str,
+    out: Path,
+    precisions: Sequence[str],
+    *,
+    force: bool = False,
+    revision: str | None = None,
+    verify: Any = None,
+) -> dict[str, Any]:
     """Build into a temporary sibling of ``out`` and rename on success; nothing is left on failure.
 
     ``verify(source, tmp_dir) -> report`` runs before the rename; it raises to refuse the artifact.
     """
     unknown = [p for p in precisions if p not in PRECISIONS]
     if unknown or "fp32" not in precisions:
-        raise ExportError(f"--precision takes fp32 (always needed, the reference) plus int8 and/or fp16; got {list(precisions)}")
+        raise ExportError(
+            f"--precision takes fp32 (always needed, the reference) plus int8 and/or fp16; got {list(precisions)}"
+        )
     if out.exists() and not force:
         raise ExportError(f"{out} already exists: choose another --out or pass --force to replace it")
     say(f"loading {src}")
@@ -237,7 +263,9 @@ def build(src: str, out: Path, precisions: Sequence[str], *, force: bool = False
         return manifest
     except OSError as err:
         if err.errno == errno.ENOSPC:
-            raise ExportError(f"no space left on the device while writing {out}: free space or pick another --out") from None
+            raise ExportError(
+                f"no space left on the device while writing {out}: free space or pick another --out"
+            ) from None
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

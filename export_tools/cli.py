@@ -70,21 +70,34 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 def _gate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dev-set", help="JSONL {source, reference} or TSV source<TAB>reference; scores every precision")
-    p.add_argument("--max-bleu-drop", type=float, default=0.5,
-                   help="refuse INT8/FP16 whose BLEU trails fp32 by more than this (default 0.5)")
+    p.add_argument(
+        "--max-bleu-drop",
+        type=float,
+        default=0.5,
+        help="refuse INT8/FP16 whose BLEU trails fp32 by more than this (default 0.5)",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m export_tools", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m export_tools", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
-    b = sub.add_parser("build", help="export a model into a verified artifact directory",
-                       description=f"Export SRC into an artifact. Supported architectures: {SUPPORTED}.")
+    b = sub.add_parser(
+        "build",
+        help="export a model into a verified artifact directory",
+        description=f"Export SRC into an artifact. Supported architectures: {SUPPORTED}.",
+    )
     b.add_argument("src", help="save_pretrained directory or hub id")
     b.add_argument("--out", required=True, help="artifact directory to create (refused if it exists, see --force)")
-    b.add_argument("--precision", nargs="+", default=["fp32", "int8"], choices=["fp32", "int8", "fp16"],
-                   help="graphs to build; fp32 is always required (default: fp32 int8)")
+    b.add_argument(
+        "--precision",
+        nargs="+",
+        default=["fp32", "int8"],
+        choices=["fp32", "int8", "fp16"],
+        help="graphs to build; fp32 is always required (default: fp32 int8)",
+    )
     b.add_argument("--revision", help="hub revision (branch, tag or commit) to pin")
     b.add_argument("--force", action="store_true", help="replace an existing --out")
     b.add_argument("--skip-parity", action="store_true", help="skip the comparison with the PyTorch model")

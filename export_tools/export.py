@@ -31,8 +31,15 @@ def _trace(module: torch.nn.Module, args: tuple, path: Path, inputs: list[str], 
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # tracer warnings about shape arithmetic are expected here
         torch.onnx.export(
-            module, args, str(path), dynamo=False, opset_version=OPSET, input_names=inputs,
-            output_names=outputs, dynamic_axes=axes, do_constant_folding=True,
+            module,
+            args,
+            str(path),
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_axes=axes,
+            do_constant_folding=True,
         )
 
 
@@ -50,7 +57,14 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
     directory.mkdir(parents=True, exist_ok=True)
     enc_axes = {"input_ids": {0: "batch", 1: "source"}, "attention_mask": {0: "batch", 1: "source"}}
     enc_axes |= {n: {0: "batch", 2: "source"} for n in cross}
-    _trace(graphs.EncoderGraph(parts).eval(), (ids, mask), directory / "encoder.onnx", ["input_ids", "attention_mask"], cross, enc_axes)
+    _trace(
+        graphs.EncoderGraph(parts).eval(),
+        (ids, mask),
+        directory / "encoder.onnx",
+        ["input_ids", "attention_mask"],
+        cross,
+        enc_axes,
+    )
 
     cross_kv = [torch.randn(batch, heads, source, head) for _ in cross]
     past_kv = [torch.randn(batch * beams, heads, 3, head) for _ in past]
@@ -61,6 +75,12 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
     dec_axes |= {n: {0: "rows", 2: "past"} for n in past}
     dec_axes |= {n: {0: "rows", 2: "total"} for n in present}
     dec_axes["logits"] = {0: "rows"}
-    _trace(graphs.DecoderGraph(parts).eval(), (step, mask, *cross_kv, *past_kv), directory / "decoder.onnx",
-           dec_inputs, ["logits", *present], dec_axes)
+    _trace(
+        graphs.DecoderGraph(parts).eval(),
+        (step, mask, *cross_kv, *past_kv),
+        directory / "decoder.onnx",
+        dec_inputs,
+        ["logits", *present],
+        dec_axes,
+    )
     return {name: onnx.load(str(directory / f"{name}.onnx")) for name in ("encoder", "decoder")}

@@ -170,7 +170,9 @@ class BartLayers(nn.Module):
             h = self._block(h, layer.self_attn_layer_norm, self_attn)
             cross_k, cross_v = cross[2 * i], cross[2 * i + 1]
             h = self._block(
-                h, layer.encoder_attn_layer_norm, lambda x, i=i: self.dec_cross[i].cross_attention(x, cross_k, cross_v, cross_bias)
+                h,
+                layer.encoder_attn_layer_norm,
+                lambda x, i=i, k=cross_k, v=cross_v: self.dec_cross[i].cross_attention(x, k, v, cross_bias),
             )
             h = self._block(h, layer.final_layer_norm, self._ffn(layer))
             present += kv
@@ -249,9 +251,13 @@ class T5Layers(nn.Module):
         bias = self.position_bias(self.dec_bias, queries, keys, False) + causal
         present = []
         for i, block in enumerate(self.decoder.block):
-            out, k, v = self.dec_self[i].cached_self_attention(block.layer[0].layer_norm(h), past[2 * i], past[2 * i + 1], bias)
+            out, k, v = self.dec_self[i].cached_self_attention(
+                block.layer[0].layer_norm(h), past[2 * i], past[2 * i + 1], bias
+            )
             h = h + out
-            h = h + self.dec_cross[i].cross_attention(block.layer[1].layer_norm(h), cross[2 * i], cross[2 * i + 1], cross_bias)
+            h = h + self.dec_cross[i].cross_attention(
+                block.layer[1].layer_norm(h), cross[2 * i], cross[2 * i + 1], cross_bias
+            )
             h = block.layer[-1](h)
             present += [k, v]
         return self.decoder.final_layer_norm(h), present
@@ -262,7 +268,7 @@ class T5Layers(nn.Module):
 
 
 class EncoderGraph(nn.Module):
-    def __init__(self, arch: "GraphParts"):
+    def __init__(self, arch: GraphParts):
         super().__init__()
         self.arch = arch
 
@@ -276,7 +282,7 @@ class EncoderGraph(nn.Module):
 
 
 class DecoderGraph(nn.Module):
-    def __init__(self, arch: "GraphParts"):
+    def __init__(self, arch: GraphParts):
         super().__init__()
         self.arch = arch
 
@@ -309,8 +315,9 @@ class GraphParts(nn.Module):
 def marian_parts(model: nn.Module) -> GraphParts:
     c = model.config
     embed = model.get_decoder().embed_tokens.weight
-    tokens = TokenTable(embed, model.lm_head.weight, math.sqrt(c.d_model) if c.scale_embedding else 1.0,
-                        model.final_logits_bias)
+    tokens = TokenTable(
+        embed, model.lm_head.weight, math.sqrt(c.d_model) if c.scale_embedding else 1.0, model.final_logits_bias
+    )
     positions = MarianPositions(model.get_decoder().embed_positions.weight)
     return GraphParts(tokens, positions, BartLayers(model, pre_norm=False), 1.0)
 
@@ -318,8 +325,9 @@ def marian_parts(model: nn.Module) -> GraphParts:
 def m2m100_parts(model: nn.Module) -> GraphParts:
     c = model.config
     decoder = model.get_decoder()
-    tokens = TokenTable(decoder.embed_tokens.weight, model.lm_head.weight,
-                        math.sqrt(c.d_model) if c.scale_embedding else 1.0, None)
+    tokens = TokenTable(
+        decoder.embed_tokens.weight, model.lm_head.weight, math.sqrt(c.d_model) if c.scale_embedding else 1.0, None
+    )
     positions = M2M100Positions(decoder.embed_positions.weights, c.pad_token_id)
     return GraphParts(tokens, positions, BartLayers(model, pre_norm=True), 1.0)
 

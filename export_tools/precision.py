@@ -20,8 +20,18 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 from onnxruntime.transformers.float16 import convert_float_to_float16
 
 QUANTIZED_OPS = ("MatMulInteger", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QGemm", "MatMulNBits")
-FP32_OPS = ["LayerNormalization", "SimplifiedLayerNormalization", "ReduceMean", "Pow", "Sqrt", "Softmax", "Erf",
-            "Range", "CumSum", "Log"]
+FP32_OPS = [
+    "LayerNormalization",
+    "SimplifiedLayerNormalization",
+    "ReduceMean",
+    "Pow",
+    "Sqrt",
+    "Softmax",
+    "Erf",
+    "Range",
+    "CumSum",
+    "Log",
+]
 
 
 def op_counts(model: onnx.ModelProto) -> dict[str, int]:
@@ -51,8 +61,12 @@ def to_int8(model: onnx.ModelProto, *, per_channel: bool = False) -> onnx.ModelP
         src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
         onnx.save_model(model, src)
         quantize_dynamic(
-            src, dst, op_types_to_quantize=["MatMul", "Gather"], per_channel=per_channel,
-            weight_type=QuantType.QInt8, extra_options={"MatMulConstBOnly": True},
+            src,
+            dst,
+            op_types_to_quantize=["MatMul", "Gather"],
+            per_channel=per_channel,
+            weight_type=QuantType.QInt8,
+            extra_options={"MatMulConstBOnly": True},
         )
         return onnx.load(str(dst))
 

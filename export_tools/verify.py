@@ -50,8 +50,9 @@ def _reference_path(model: Any, ids: Any, mask: Any, max_new_tokens: int) -> Any
     import torch
 
     with torch.no_grad():
-        return model.generate(input_ids=ids, attention_mask=mask, num_beams=1, do_sample=False,
-                              max_new_tokens=max_new_tokens)
+        return model.generate(
+            input_ids=ids, attention_mask=mask, num_beams=1, do_sample=False, max_new_tokens=max_new_tokens
+        )
 
 
 def logit_parity(source: Any, translator: Translator, sources: list[list[int]], steps: int = 8) -> float:
@@ -89,8 +90,14 @@ def generation_parity(source: Any, translator: Translator, sources: list[list[in
     ids = torch.tensor([s + [pad] * (longest - len(s)) for s in sources])
     mask = (torch.arange(longest)[None] < torch.tensor([[len(s)] for s in sources])).long()
     with torch.no_grad():
-        out = source.model.generate(input_ids=ids, attention_mask=mask, num_beams=beams, do_sample=False,
-                                    max_new_tokens=options.max_new_tokens, num_return_sequences=1)
+        out = source.model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            num_beams=beams,
+            do_sample=False,
+            max_new_tokens=options.max_new_tokens,
+            num_return_sequences=1,
+        )
     theirs = []
     for row in out.tolist():
         tokens = row[1:]
@@ -106,8 +113,11 @@ def parity(source: Any, root: Path) -> dict[str, Any]:
     for name in artifact.precisions:
         translator = Translator(artifact, precision=name, threads=1)
         rel = logit_parity(source, translator, tokenizer_sources)
-        entry: dict[str, Any] = {"logit_max_rel_diff": rel, "tolerance": LOGIT_TOLERANCE[name],
-                                 "logits_ok": rel <= LOGIT_TOLERANCE[name]}
+        entry: dict[str, Any] = {
+            "logit_max_rel_diff": rel,
+            "tolerance": LOGIT_TOLERANCE[name],
+            "logits_ok": rel <= LOGIT_TOLERANCE[name],
+        }
         if name == "fp32":
             entry["generate"] = [generation_parity(source, translator, tokenizer_sources, b) for b in PARITY_BEAMS]
         report[name] = entry
@@ -137,7 +147,7 @@ def read_dev_set(path: Path) -> list[DevExample]:
                 row = json.loads(line)
                 examples.append(DevExample(str(row["source"]), row.get("reference")))
             except (json.JSONDecodeError, KeyError, TypeError):
-                raise ExportError(f"{path}:{number}: expected a JSON object with a \"source\" field") from None
+                raise ExportError(f'{path}:{number}: expected a JSON object with a "source" field') from None
         else:
             cells = line.split("\t")
             examples.append(DevExample(cells[0], cells[1] if len(cells) > 1 and cells[1] else None))
@@ -160,12 +170,19 @@ def quality(root: Path, dev: list[DevExample], max_bleu_drop: float, batch_size:
     outputs: dict[str, list[str]] = {}
     for name in artifact.precisions:
         translator = Translator(artifact, precision=name, threads=2)
-        outputs[name] = [t.text for i in range(0, len(sources), batch_size)
-                         for t in translator.translate_batch(sources[i : i + batch_size])]
+        outputs[name] = [
+            t.text
+            for i in range(0, len(sources), batch_size)
+            for t in translator.translate_batch(sources[i : i + batch_size])
+        ]
     has_refs = all(d.reference is not None for d in dev)
     references = [str(d.reference) for d in dev] if has_refs else outputs["fp32"]
-    report: dict[str, Any] = {"examples": len(dev), "against": "references" if has_refs else "fp32 outputs",
-                              "max_bleu_drop": max_bleu_drop, "scores": {}}
+    report: dict[str, Any] = {
+        "examples": len(dev),
+        "against": "references" if has_refs else "fp32 outputs",
+        "max_bleu_drop": max_bleu_drop,
+        "scores": {},
+    }
     for name, hyps in outputs.items():
         entry = score(hyps, references)
         if has_refs:
@@ -179,7 +196,9 @@ def quality(root: Path, dev: list[DevExample], max_bleu_drop: float, batch_size:
     return report
 
 
-def run(root: Path, source: Any = None, dev: list[DevExample] | None = None, max_bleu_drop: float = 0.5) -> dict[str, Any]:
+def run(
+    root: Path, source: Any = None, dev: list[DevExample] | None = None, max_bleu_drop: float = 0.5
+) -> dict[str, Any]:
     """All checks; writes ``report.json`` and raises ``VerificationError`` naming what failed."""
     check_hashes(root)
     report: dict[str, Any] = {"hashes": "ok"}
@@ -198,12 +217,16 @@ def _failures(report: dict[str, Any]) -> list[str]:
     failures = []
     for name, entry in report.get("parity", {}).items():
         if not entry["logits_ok"]:
-            failures.append(f"{name} logits differ from torch by {entry['logit_max_rel_diff']:.2e} "
-                            f"(tolerance {entry['tolerance']:.0e})")
+            failures.append(
+                f"{name} logits differ from torch by {entry['logit_max_rel_diff']:.2e} "
+                f"(tolerance {entry['tolerance']:.0e})"
+            )
         for g in entry.get("generate", []):
             if not g["identical"]:
                 failures.append(f"{name} beam {g['beams']} differs from generate in rows {g['mismatched_rows']}")
     for name, entry in report.get("quality", {}).get("scores", {}).items():
         if entry.get("accepted") is False:
-            failures.append(f"{name} BLEU is {entry['bleu_drop']} below fp32 (allowed {report['quality']['max_bleu_drop']})")
+            failures.append(
+                f"{name} BLEU is {entry['bleu_drop']} below fp32 (allowed {report['quality']['max_bleu_drop']})"
+            )
     return failures

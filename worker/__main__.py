@@ -20,8 +20,9 @@ BATCH = 32  # sentences per engine call
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m worker", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m worker", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("translate", help="translate sentences from stdin to stdout")
     t.add_argument("--artifact", required=True, help="artifact directory (python -m export_tools build/demo)")
@@ -39,15 +40,22 @@ def translate(args: argparse.Namespace) -> None:
     from worker.engine.translator import Translator
 
     translator = Translator(args.artifact, device=args.device, precision=args.precision, threads=args.threads)
-    options = translator.options(beam_size=args.beam, max_new_tokens=args.max_new_tokens,
-                                 target_language=args.target_language)
+    options = translator.options(
+        beam_size=args.beam, max_new_tokens=args.max_new_tokens, target_language=args.target_language
+    )
     lines = [line.rstrip("\n") for line in sys.stdin]
     for start in range(0, len(lines), BATCH):
         batch = lines[start : start + BATCH]
         for offset, result in enumerate(translator.translate_batch(batch, options)):
             if args.jsonl:
-                row = {"line": start + offset + 1, "source": batch[offset], "translation": result.text,
-                       "tokens": result.tokens, "score": result.score, "flags": result.flags}
+                row = {
+                    "line": start + offset + 1,
+                    "source": batch[offset],
+                    "translation": result.text,
+                    "tokens": result.tokens,
+                    "score": result.score,
+                    "flags": result.flags,
+                }
                 print(json.dumps(row, ensure_ascii=False))
             else:
                 print(result.text)

@@ -17,8 +17,13 @@ from worker.artifact import Artifact
 
 
 class Tokenizer:
-    def __init__(self, source: spm.SentencePieceProcessor, target: spm.SentencePieceProcessor,
-                 vocab: dict[str, int] | None, framing: dict[str, Any]):
+    def __init__(
+        self,
+        source: spm.SentencePieceProcessor,
+        target: spm.SentencePieceProcessor,
+        vocab: dict[str, int] | None,
+        framing: dict[str, Any],
+    ):
         self.source, self.target, self.vocab = source, target, vocab
         self.pieces = None if vocab is None else {i: p for p, i in vocab.items()}
         self.prefix: list[int] = list(framing["source_prefix_ids"])

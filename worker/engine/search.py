@@ -40,7 +40,9 @@ class DecodingOptions:
         if self.beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
         if not 1 <= self.num_hypotheses <= self.beam_size:
-            raise ValueError(f"num_hypotheses must be between 1 and beam_size ({self.beam_size}), got {self.num_hypotheses}")
+            raise ValueError(
+                f"num_hypotheses must be between 1 and beam_size ({self.beam_size}), got {self.num_hypotheses}"
+            )
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if not 0 <= self.min_new_tokens <= self.max_new_tokens:
@@ -62,9 +64,12 @@ class DecodingOptions:
         base: dict[str, Any] = {}
         if config.get("num_beams"):
             base["beam_size"] = config["num_beams"]
-        for ours, theirs in (("length_penalty", "length_penalty"), ("early_stopping", "early_stopping"),
-                             ("no_repeat_ngram_size", "no_repeat_ngram_size"),
-                             ("repetition_penalty", "repetition_penalty")):
+        for ours, theirs in (
+            ("length_penalty", "length_penalty"),
+            ("early_stopping", "early_stopping"),
+            ("no_repeat_ngram_size", "no_repeat_ngram_size"),
+            ("repetition_penalty", "repetition_penalty"),
+        ):
             if config.get(theirs) is not None:
                 base[ours] = config[theirs]
         if config.get("max_new_tokens"):
@@ -166,8 +171,13 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------
 
 
-def generate(inference: Inference, state: EncoderState, options: DecodingOptions, vocab: Vocabulary,
-             forced_bos: int | None = None) -> list[SearchResult]:
+def generate(
+    inference: Inference,
+    state: EncoderState,
+    options: DecodingOptions,
+    vocab: Vocabulary,
+    forced_bos: int | None = None,
+) -> list[SearchResult]:
     """Translate the encoded batch; one result per sentence, in input order."""
     filters = Filters(options, vocab, forced_bos if forced_bos is not None else vocab.forced_bos)
     if options.beam_size == 1:
@@ -175,8 +185,9 @@ def generate(inference: Inference, state: EncoderState, options: DecodingOptions
     return BeamSearch(inference, options, vocab, filters).run(state)
 
 
-def _greedy(inference: Inference, state: EncoderState, options: DecodingOptions, vocab: Vocabulary,
-            filters: Filters) -> list[SearchResult]:
+def _greedy(
+    inference: Inference, state: EncoderState, options: DecodingOptions, vocab: Vocabulary, filters: Filters
+) -> list[SearchResult]:
     batch = state.mask.shape[0]
     results = [SearchResult() for _ in range(batch)]
     active = np.arange(batch)
@@ -252,7 +263,7 @@ class BeamSearch:
 
     def _collect_finished(self, scores, beams, tokens, hits, length: int) -> None:
         """EOS (or length-limit) candidates among the top K join their sentence's finished set."""
-        penalty = float(length ** self.options.length_penalty)  # generated length incl. the new token
+        penalty = float(length**self.options.length_penalty)  # generated length incl. the new token
         for i in range(len(self.active)):
             if not self.improvable[i] or (self._all_finished(i) and self.options.early_stopping is True):
                 continue
@@ -279,8 +290,10 @@ class BeamSearch:
             full = self._all_finished(i)
             if full:
                 self.improvable[i] &= bool(best_possible[i] > min(s for s, _ in self.finished[i]))
-            done[i] = (not self.improvable[i]) or (full and o.early_stopping is True) or length >= self.filters.max_length
-        for i in np.flatnonzero(done):
+            done[i] = (
+                (not self.improvable[i]) or (full and o.early_stopping is True) or length >= self.filters.max_length
+            )
+        for i in np.flatnonzero(done).tolist():
             hyps = [Hypothesis(t, s) for s, t in self.finished[i][: o.num_hypotheses]]
             limit = bool(hyps) and len(hyps[0].tokens) >= o.max_new_tokens
             self.results[self.active[i]] = SearchResult(hyps, limit)

@@ -25,8 +25,9 @@ class Translation:
 
 
 class Translator:
-    def __init__(self, artifact: str | Path | Artifact, *, device: str = "cpu", precision: str | None = None,
-                 threads: int = 1):
+    def __init__(
+        self, artifact: str | Path | Artifact, *, device: str = "cpu", precision: str | None = None, threads: int = 1
+    ):
         self.artifact = artifact if isinstance(artifact, Artifact) else Artifact.load(artifact)
         self.precision = precision or ("int8" if device == "cpu" and "int8" in self.artifact.precisions else "fp32")
         self.inference = Inference(
@@ -36,8 +37,10 @@ class Translator:
         self.tokenizer = Tokenizer.from_artifact(self.artifact)
         special = self.artifact.manifest["special_tokens"]
         self.vocab = Vocabulary(
-            decoder_start=special["decoder_start_token_id"], eos=special["eos_token_id"],
-            suppressed=tuple(special.get("suppressed_ids", [])), forced_bos=special.get("forced_bos_token_id"),
+            decoder_start=special["decoder_start_token_id"],
+            eos=special["eos_token_id"],
+            suppressed=tuple(special.get("suppressed_ids", [])),
+            forced_bos=special.get("forced_bos_token_id"),
             forced_eos=special.get("forced_eos_token_id"),
         )
         self.max_positions: int | None = self.artifact.manifest.get("max_positions")
