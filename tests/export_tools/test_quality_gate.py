@@ -1,0 +1,31 @@
+"""The quality gate scores every precision and refuses INT8 that trails fp32 by too much."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.export_tools.test_build import run_cli
+
+
+def test_int8_far_from_fp32_is_refused_and_the_report_says_by_how_much(artifact_copy, tmp_path: Path) -> None:
+    root = artifact_copy("marian")
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("Tom has 3 apples.\nThe meeting starts at 9 am.\nAnna went to the park today.\n")
+    result = run_cli("verify", str(root), "--dev-set", str(dev))
+    report = json.loads((root / "report.json").read_text())["quality"]
+    # Random weights: int8 drifts from fp32's own outputs by far more than half a BLEU point.
+    assert report["against"] == "fp32 outputs"
+    assert report["scores"]["fp32"]["bleu"] == 100.0
+    assert report["scores"]["int8"]["bleu_drop"] > 0.5
+    assert result.returncode == 1
+    assert "int8 BLEU is" in result.stderr and "below fp32" in result.stderr
+
+
+def test_a_generous_threshold_accepts_the_same_artifact(artifact_copy, tmp_path: Path) -> None:
+    root = artifact_copy("marian")
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text(json.dumps({"source": "Tom has 3 apples.", "reference": "汤姆有3个苹果。"}) + "\n")
+    result = run_cli("verify", str(root), "--dev-set", str(dev), "--max-bleu-drop", "100")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["quality"]["against"] == "references"

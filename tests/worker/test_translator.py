@@ -1,0 +1,62 @@
+"""Translator facade and CLI on tiny artifacts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from worker.engine.search import DecodingOptions
+from worker.engine.translator import Translator
+
+
+def test_empty_and_whitespace_sentences_translate_to_empty_without_a_model_call(artifacts) -> None:
+    translator = Translator(artifacts["marian"], precision="fp32")
+    out = translator.translate_batch(["", "   ", "Tom has 3 apples."], translator.options(beam_size=2))
+    assert [t.text for t in out[:2]] == ["", ""]
+    assert out[2].tokens
+
+
+def test_non_strings_are_refused_with_what_was_passed(artifacts) -> None:
+    translator = Translator(artifacts["marian"], precision="fp32")
+    with pytest.raises(TypeError, match="got int"):
+        translator.translate_batch(["fine", 42])  # type: ignore[list-item]
+
+
+def test_target_language_for_a_multilingual_model_forces_its_token(artifacts) -> None:
+    translator = Translator(artifacts["m2m100"], precision="fp32")
+    zh = translator.tokenizer.language_ids["zh"]
+    fr = translator.tokenizer.language_ids["fr"]
+    assert translator.translate_batch(["Tom has 3 apples."], translator.options(beam_size=1))[0].tokens[0] == zh
+    fr_options = translator.options(beam_size=1, target_language="fr")
+    assert translator.translate_batch(["Tom has 3 apples."], fr_options)[0].tokens[0] == fr
+    with pytest.raises(ValueError, match="not in this model's languages"):
+        translator.translate_batch(["x"], translator.options(target_language="xx"))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [dict(beam_size=0), dict(beam_size=2, num_hypotheses=3), dict(min_new_tokens=9, max_new_tokens=4),
+     dict(early_stopping="sometimes")],
+)
+def test_contradictory_options_are_refused(options) -> None:
+    with pytest.raises(ValueError):
+        DecodingOptions(**options)
+
+
+def test_unknown_options_are_refused_naming_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match="unknown decoding options.*beam_size"):
+        DecodingOptions.from_generation_config({}, beams=4)
+
+
+def test_cli_translates_stdin_lines_as_json(artifacts) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "worker", "translate", "--artifact", str(artifacts["marian"]), "--jsonl", "--beam", "2"],
+        input="Tom has 3 apples.\n\nThe meeting starts at 9 am.\n", capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["line"] for r in rows] == [1, 2, 3]
+    assert rows[1]["translation"] == "" and rows[0]["tokens"]
