@@ -20,6 +20,7 @@ import numpy as np
 from export_tools.architectures import ExportError
 from export_tools.fixtures import demo_corpus
 from worker.artifact import REPORT, Artifact, file_problems
+from worker.engine.inference import pad_batch
 from worker.engine.translator import Translator
 
 # Largest |ours - torch| over logits, relative to the largest |torch logit|.
@@ -59,10 +60,7 @@ def logit_parity(source: Any, translator: Translator, sources: list[list[int]], 
     """Relative max logit difference along torch's greedy path (teacher-forced through our decoder)."""
     import torch
 
-    pad = translator.artifact.manifest["special_tokens"]["pad_token_id"]
-    longest = max(map(len, sources))
-    ids = torch.tensor([s + [pad] * (longest - len(s)) for s in sources])
-    mask = (torch.arange(longest)[None] < torch.tensor([[len(s)] for s in sources])).long()
+    ids, mask = (torch.from_numpy(a) for a in pad_batch(sources, translator.pad_id))
     path = _reference_path(source.model, ids, mask, steps)
     with torch.no_grad():
         ref = source.model(input_ids=ids, attention_mask=mask, decoder_input_ids=path).logits.float().numpy()
@@ -84,11 +82,8 @@ def generation_parity(source: Any, translator: Translator, sources: list[list[in
 
     options = translator.options(beam_size=beams, num_hypotheses=1)
     ours = [r.hypotheses[0].tokens for r in translator.generate_ids(sources, options)]
-    pad = translator.artifact.manifest["special_tokens"]["pad_token_id"]
     eos = translator.vocab.eos
-    longest = max(map(len, sources))
-    ids = torch.tensor([s + [pad] * (longest - len(s)) for s in sources])
-    mask = (torch.arange(longest)[None] < torch.tensor([[len(s)] for s in sources])).long()
+    ids, mask = (torch.from_numpy(a) for a in pad_batch(sources, translator.pad_id))
     with torch.no_grad():
         out = source.model.generate(
             input_ids=ids,
@@ -196,12 +191,31 @@ def quality(root: Path, dev: list[DevExample], max_bleu_drop: float, batch_size:
     return report
 
 
+def finite_outputs(root: Path, steps: int = 16) -> dict[str, bool]:
+    """Every precision's logits and caches stay finite along its own greedy path (the fp16 overflow check)."""
+    artifact = Artifact.load(root)
+    found = {}
+    for name in artifact.precisions:
+        translator = Translator(artifact, precision=name, threads=1)
+        ids, mask = pad_batch([translator.tokenizer.encode(s) for s in sample_sentences()], translator.pad_id)
+        state = translator.inference.encode(ids, mask)
+        past = translator.inference.empty_past(len(ids))
+        tokens = np.full((len(ids), 1), translator.vocab.decoder_start)
+        ok = all(np.isfinite(c).all() for c in state.cross)
+        for _ in range(steps):
+            logits, past = translator.inference.step(tokens, state, past)
+            ok = ok and bool(np.isfinite(logits).all()) and all(bool(np.isfinite(p).all()) for p in past)
+            tokens = logits.argmax(axis=1)[:, None]
+        found[name] = ok
+    return found
+
+
 def run(
     root: Path, source: Any = None, dev: list[DevExample] | None = None, max_bleu_drop: float = 0.5
 ) -> dict[str, Any]:
     """All checks; writes ``report.json`` and raises ``VerificationError`` naming what failed."""
     check_hashes(root)
-    report: dict[str, Any] = {"hashes": "ok"}
+    report: dict[str, Any] = {"hashes": "ok", "finite_outputs": finite_outputs(root)}
     if source is not None:
         report["parity"] = parity(source, root)
     if dev is not None:
@@ -214,7 +228,9 @@ def run(
 
 
 def _failures(report: dict[str, Any]) -> list[str]:
-    failures = []
+    failures = [
+        f"{name} outputs NaN or inf on the check set" for name, ok in report["finite_outputs"].items() if not ok
+    ]
     for name, entry in report.get("parity", {}).items():
         if not entry["logits_ok"]:
             failures.append(

@@ -113,3 +113,8 @@ def test_a_failed_build_leaves_nothing_behind(arch: str, tiny_models, tmp_path: 
     with pytest.raises(VerificationError):
         build(str(tiny_models[arch]), tmp_path / "out", ["fp32"], verify=refuse)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_precision_stays_finite_on_the_check_set(arch: str, artifacts: dict[str, Path]) -> None:
+    report = json.loads((artifacts[arch] / "report.json").read_text())
+    assert report["finite_outputs"] and all(report["finite_outputs"].values())

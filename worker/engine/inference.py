@@ -6,6 +6,7 @@ Shapes: ``tokens (rows, T)`` with rows = sentences * beams; ``cross`` per layer 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +51,16 @@ class Inference:
         feeds |= dict(zip(self.past_names, past))
         logits, *present = self.decoder.run(None, feeds)
         return logits, present
+
+
+def pad_batch(sources: Sequence[Sequence[int]], pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """Right-padded ``ids (B, S)`` and the matching 1/0 ``mask``."""
+    longest = max(len(s) for s in sources)
+    ids = np.full((len(sources), longest), pad, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, source in enumerate(sources):
+        ids[row, : len(source)], mask[row, : len(source)] = source, 1
+    return ids, mask
 
 
 def reorder(past: list[np.ndarray], rows: np.ndarray) -> list[np.ndarray]:

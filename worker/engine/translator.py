@@ -6,10 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from worker.artifact import Artifact
-from worker.engine.inference import Inference
+from worker.engine.inference import Inference, pad_batch
 from worker.engine.search import DecodingOptions, Hypothesis, SearchResult, Vocabulary, generate
 from worker.engine.sessions import make_session
 from worker.tokenizer import Tokenizer
@@ -43,6 +41,7 @@ class Translator:
             forced_bos=special.get("forced_bos_token_id"),
             forced_eos=special.get("forced_eos_token_id"),
         )
+        self.pad_id: int = special["pad_token_id"]
         self.max_positions: int | None = self.artifact.manifest.get("max_positions")
         self.generation_config = self.artifact.generation_config()
 
@@ -52,12 +51,7 @@ class Translator:
 
     def generate_ids(self, sources: Sequence[Sequence[int]], options: DecodingOptions) -> list[SearchResult]:
         """Search over already-tokenised sources (right-padded into one batch)."""
-        longest = max(len(s) for s in sources)
-        pad = self.artifact.manifest["special_tokens"]["pad_token_id"]
-        ids = np.full((len(sources), longest), pad, dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for row, source in enumerate(sources):
-            ids[row, : len(source)], mask[row, : len(source)] = source, 1
+        ids, mask = pad_batch(sources, self.pad_id)
         state = self.inference.encode(ids, mask)
         return generate(self.inference, state, options, self.vocab, self._forced_bos(options))
 
