@@ -66,3 +66,18 @@ def test_precision_list_needs_fp32_and_known_names(tiny_models, tmp_path: Path, 
     result = run_cli("build", str(tiny_models["marian"]), "--out", str(tmp_path / "o"), "--precision", *precisions)
     assert result.returncode != 0
     assert not (tmp_path / "o").exists()
+
+
+def test_a_full_disk_is_reported_and_leaves_nothing(tiny_models, tmp_path: Path, monkeypatch) -> None:
+    import errno
+
+    from export_tools import build as build_module
+    from export_tools.architectures import ExportError
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(build_module, "save_shared", disk_full)
+    with pytest.raises(ExportError, match="no space left on the device.*free space"):
+        build_module.build(str(tiny_models["marian"]), tmp_path / "out", ["fp32"])
+    assert list(tmp_path.iterdir()) == []

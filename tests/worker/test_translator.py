@@ -38,8 +38,12 @@ def test_target_language_for_a_multilingual_model_forces_its_token(artifacts) ->
 
 @pytest.mark.parametrize(
     "options",
-    [dict(beam_size=0), dict(beam_size=2, num_hypotheses=3), dict(min_new_tokens=9, max_new_tokens=4),
-     dict(early_stopping="sometimes")],
+    [
+        dict(beam_size=0),
+        dict(beam_size=2, num_hypotheses=3),
+        dict(min_new_tokens=9, max_new_tokens=4),
+        dict(early_stopping="sometimes"),
+    ],
 )
 def test_contradictory_options_are_refused(options) -> None:
     with pytest.raises(ValueError):
@@ -54,7 +58,9 @@ def test_unknown_options_are_refused_naming_the_valid_ones() -> None:
 def test_cli_translates_stdin_lines_as_json(artifacts) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "worker", "translate", "--artifact", str(artifacts["marian"]), "--jsonl", "--beam", "2"],
-        input="Tom has 3 apples.\n\nThe meeting starts at 9 am.\n", capture_output=True, text=True,
+        input="Tom has 3 apples.\n\nThe meeting starts at 9 am.\n",
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
