@@ -66,3 +66,28 @@ def test_cli_translates_stdin_lines_as_json(artifacts) -> None:
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["line"] for r in rows] == [1, 2, 3]
     assert rows[1]["translation"] == "" and rows[0]["tokens"]
+
+
+def test_batches_across_sessions_come_back_in_input_order(artifacts) -> None:
+    from export_tools.verify import sample_sentences
+
+    sentences = sample_sentences() * 3
+    one = Translator(artifacts["marian"], precision="fp32")
+    pooled = Translator(artifacts["marian"], precision="fp32", threads=2, sessions=2, max_tokens=300)
+    options = one.options(beam_size=2, max_new_tokens=12)
+    assert [t.tokens for t in pooled.translate_batch(sentences, options)] == [
+        t.tokens for t in one.translate_batch(sentences, options)
+    ]
+
+
+def test_input_longer_than_the_positions_is_cut_and_flagged(artifacts) -> None:
+    translator = Translator(artifacts["marian"], precision="fp32")
+    long_text = " ".join(["Tom has 3 apples."] * 60)
+    out = translator.translate_batch([long_text], translator.options(beam_size=1, max_new_tokens=4))
+    assert "truncated_input" in out[0].flags and "length_limit" in out[0].flags
+
+
+def test_max_length_ratio_caps_new_tokens(artifacts) -> None:
+    translator = Translator(artifacts["marian"], precision="fp32")
+    out = translator.translate_batch(["Tom"], translator.options(beam_size=1, min_new_tokens=0, max_length_ratio=1.0))
+    assert len(out[0].tokens) <= len(translator.tokenizer.encode("Tom"))

@@ -35,6 +35,7 @@ class DecodingOptions:
     repetition_penalty: float = 1.0
     num_hypotheses: int = 1
     target_language: str | None = None
+    max_length_ratio: float | None = None  # cap new tokens at ratio * source length (per batch)
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:
@@ -51,6 +52,8 @@ class DecodingOptions:
             raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
         if self.no_repeat_ngram_size < 0:
             raise ValueError(f"no_repeat_ngram_size must be >= 0, got {self.no_repeat_ngram_size}")
+        if self.max_length_ratio is not None and self.max_length_ratio <= 0:
+            raise ValueError(f"max_length_ratio must be > 0, got {self.max_length_ratio}")
         if self.early_stopping not in (True, False, "never"):
             raise ValueError(f"early_stopping must be true, false or 'never', got {self.early_stopping!r}")
 

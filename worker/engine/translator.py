@@ -1,16 +1,25 @@
-"""``Translator``: an artifact's sessions, tokenizer and search behind ``translate_batch``."""
+"""``Translator``: an artifact's session pool, tokenizer and search behind ``translate_batch``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import math
+import os
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from worker.artifact import Artifact
+from worker.engine.batching import Batch, plan_batches
 from worker.engine.inference import Inference, pad_batch
 from worker.engine.search import DecodingOptions, Hypothesis, SearchResult, Vocabulary, generate
 from worker.engine.sessions import make_session
 from worker.tokenizer import Tokenizer
+
+MAX_TOKENS = 4096  # default token budget of one batch (source + beams * target tokens)
 
 
 @dataclass
@@ -22,16 +31,71 @@ class Translation:
     flags: list[str] = field(default_factory=list)  # "truncated_input", "length_limit"
 
 
+class SessionPool:
+    """``size`` encoder/decoder session pairs shared by threads.
+
+    Sessions are made on first use in the process that uses them: a pool built in a parent and
+    inherited through fork (Celery prefork) rebuilds its sessions in the child, never sharing them.
+    """
+
+    def __init__(self, artifact: Artifact, precision: str, *, device: str, size: int, threads: int):
+        self.artifact, self.precision, self.device = artifact, precision, device
+        self.size, self.threads = size, threads
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+        self._idle: queue.Queue[Inference] = queue.Queue()
+
+    def _ensure(self) -> None:
+        with self._lock:
+            if self._pid == os.getpid():
+                return
+            self._idle = queue.Queue()
+            for _ in range(self.size):
+                self._idle.put(self._make())
+            self._pid = os.getpid()
+
+    def _make(self) -> Inference:
+        make = lambda name: make_session(  # noqa: E731
+            self.artifact.graph(self.precision, name), device=self.device, threads=self.threads
+        )
+        return Inference(make("encoder"), make("decoder"))
+
+    @contextmanager
+    def acquire(self) -> Iterator[Inference]:
+        self._ensure()
+        inference = self._idle.get()
+        try:
+            yield inference
+        finally:
+            self._idle.put(inference)
+
+
 class Translator:
+    """Translate sentences with one artifact.
+
+    ``threads`` is the total intra-op thread count, split evenly over ``sessions`` session pairs
+    so that concurrent batches never oversubscribe the cores.
+    """
+
     def __init__(
-        self, artifact: str | Path | Artifact, *, device: str = "cpu", precision: str | None = None, threads: int = 1
+        self,
+        artifact: str | Path | Artifact,
+        *,
+        device: str = "cpu",
+        precision: str | None = None,
+        threads: int = 1,
+        sessions: int = 1,
+        max_tokens: int = MAX_TOKENS,
     ):
+        if threads < 1 or sessions < 1:
+            raise ValueError(f"threads and sessions must be >= 1, got threads={threads} sessions={sessions}")
         self.artifact = artifact if isinstance(artifact, Artifact) else Artifact.load(artifact)
         self.precision = precision or ("int8" if device == "cpu" and "int8" in self.artifact.precisions else "fp32")
-        self.inference = Inference(
-            make_session(self.artifact.graph(self.precision, "encoder"), device=device, threads=threads),
-            make_session(self.artifact.graph(self.precision, "decoder"), device=device, threads=threads),
+        self.artifact.graph(self.precision, "decoder")  # refuses a precision the artifact lacks, now
+        self.pool = SessionPool(
+            self.artifact, self.precision, device=device, size=sessions, threads=max(1, threads // sessions)
         )
+        self.sessions, self.max_tokens = sessions, max_tokens
         self.tokenizer = Tokenizer.from_artifact(self.artifact)
         special = self.artifact.manifest["special_tokens"]
         self.vocab = Vocabulary(
@@ -45,15 +109,22 @@ class Translator:
         self.max_positions: int | None = self.artifact.manifest.get("max_positions")
         self.generation_config = self.artifact.generation_config()
 
+    @property
+    def inference(self) -> Inference:
+        """One session pair, for callers that drive steps themselves (verification)."""
+        with self.pool.acquire() as inference:
+            return inference
+
     def options(self, **overrides: object) -> DecodingOptions:
         """The model's own generation settings with ``overrides`` applied."""
         return DecodingOptions.from_generation_config(self.generation_config, **overrides)
 
     def generate_ids(self, sources: Sequence[Sequence[int]], options: DecodingOptions) -> list[SearchResult]:
-        """Search over already-tokenised sources (right-padded into one batch)."""
+        """One search over already-tokenised sources, as one batch."""
         ids, mask = pad_batch(sources, self.pad_id)
-        state = self.inference.encode(ids, mask)
-        return generate(self.inference, state, options, self.vocab, self._forced_bos(options))
+        with self.pool.acquire() as inference:
+            state = inference.encode(ids, mask)
+            return generate(inference, state, options, self.vocab, self._forced_bos(options))
 
     def _forced_bos(self, options: DecodingOptions) -> int | None:
         if options.target_language is None:
@@ -67,21 +138,43 @@ class Translator:
         return languages[options.target_language]
 
     def translate_batch(self, sentences: Sequence[str], options: DecodingOptions | None = None) -> list[Translation]:
+        """Translations in input order; empty or blank sentences give empty ones without a model call."""
         for s in sentences:
             if not isinstance(s, str):
                 raise TypeError(f"translate_batch takes strings, got {type(s).__name__}: {s!r:.80}")
         options = options or self.options()
-        out: list[Translation | None] = [Translation("", [], 0.0) if not s.strip() else None for s in sentences]
-        todo = [i for i, t in enumerate(out) if t is None]
-        if todo:
-            encoded = [self.tokenizer.encode(sentences[i]) for i in todo]
-            for i, source, result in zip(todo, encoded, self.generate_ids(encoded, options)):
-                out[i] = self._translation(source, result)
-        return [t for t in out if t is not None]
+        self._forced_bos(options)  # a bad target language fails before any work
+        out = [Translation("", [], 0.0) for _ in sentences]
+        todo = [i for i, s in enumerate(sentences) if s.strip()]
+        sources = [self._fit(self.tokenizer.encode(sentences[i])) for i in todo]
+        batches = plan_batches(
+            [len(s) for s, _ in sources],
+            max_tokens=self.max_tokens,
+            beams=options.beam_size,
+            target_estimate=lambda n: min(options.max_new_tokens, 2 * n),
+        )
+        run = lambda batch: self._run(batch, [sources[i][0] for i in batch.indices], options)  # noqa: E731
+        with ThreadPoolExecutor(max_workers=self.sessions) as workers:
+            for batch, results in zip(batches, workers.map(run, batches)):
+                for i, result in zip(batch.indices, results):
+                    out[todo[i]] = self._translation(result, sources[i][1])
+        return out
 
-    def _translation(self, source: list[int], result: SearchResult) -> Translation:
+    def _run(self, batch: Batch, sources: list[list[int]], options: DecodingOptions) -> list[SearchResult]:
+        if options.max_length_ratio is not None:
+            limit = math.ceil(options.max_length_ratio * max(map(len, sources)))
+            options = replace(
+                options, max_new_tokens=max(options.min_new_tokens, 1, min(options.max_new_tokens, limit))
+            )
+        return self.generate_ids(sources, options)
+
+    def _fit(self, source: list[int]) -> tuple[list[int], bool]:
+        """Cut a source longer than the model's positions (keeping its closing token) and say so."""
+        if self.max_positions is None or len(source) <= self.max_positions:
+            return source, False
+        return source[: self.max_positions - 1] + source[-1:], True
+
+    def _translation(self, result: SearchResult, truncated: bool) -> Translation:
         best = result.hypotheses[0]
-        flags = ["length_limit"] if result.hit_length_limit else []
-        if self.max_positions and len(source) > self.max_positions:
-            flags.append("truncated_input")
+        flags = (["truncated_input"] if truncated else []) + (["length_limit"] if result.hit_length_limit else [])
         return Translation(self.tokenizer.decode(best.tokens), best.tokens, best.score, result.hypotheses, flags)
