@@ -157,7 +157,7 @@ def write_precisions(fp32: dict[str, onnx.ModelProto], wanted: Sequence[str], ro
         else:
             models = {
                 "encoder": precision.to_fp16(fp32["encoder"], []),
-                "decoder": precision.to_fp16(fp32["decoder"], ["logits"]),
+                "decoder": precision.to_fp16(fp32["decoder"], ["logits", "top_logprobs", "top_ids", "top_k_slots"]),
             }
         io = {k: _graph_io(m) for k, m in models.items()}
         ops = {k: precision.quantization_summary(m) for k, m in models.items()}

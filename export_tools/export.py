@@ -69,18 +69,24 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
     cross_kv = [torch.randn(batch, heads, source, head) for _ in cross]
     past_kv = [torch.randn(batch * beams, heads, 3, head) for _ in past]
     step = torch.full((batch * beams, 1), 5, dtype=torch.long)
-    dec_inputs = ["input_ids", "encoder_attention_mask", *cross, *past]
+    slots = torch.zeros(6, dtype=torch.long)
+    dec_inputs = ["input_ids", "encoder_attention_mask", "top_k_slots", *cross, *past]
     dec_axes = {"input_ids": {0: "rows", 1: "new"}, "encoder_attention_mask": {0: "batch", 1: "source"}}
     dec_axes |= {n: {0: "batch", 2: "source"} for n in cross}
     dec_axes |= {n: {0: "rows", 2: "past"} for n in past}
     dec_axes |= {n: {0: "rows", 2: "total"} for n in present}
-    dec_axes["logits"] = {0: "rows"}
+    dec_axes |= {
+        "logits": {0: "rows"},
+        "top_k_slots": {0: "k"},
+        "top_logprobs": {0: "rows", 1: "k"},
+        "top_ids": {0: "rows", 1: "k"},
+    }
     _trace(
         graphs.DecoderGraph(parts).eval(),
-        (step, mask, *cross_kv, *past_kv),
+        (step, mask, slots, *cross_kv, *past_kv),
         directory / "decoder.onnx",
         dec_inputs,
-        ["logits", *present],
+        ["logits", "top_logprobs", "top_ids", *present],
         dec_axes,
     )
     return {name: onnx.load(str(directory / f"{name}.onnx")) for name in ("encoder", "decoder")}

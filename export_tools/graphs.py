@@ -286,7 +286,11 @@ class DecoderGraph(nn.Module):
         super().__init__()
         self.arch = arch
 
-    def forward(self, input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor, *caches: torch.Tensor):
+    def forward(
+        self, input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor, top_k_slots: torch.Tensor, *caches
+    ):
+        """``top_k_slots``: only its length k matters; the graph returns the k best log-probabilities per row
+        (log-softmax and TopK in the graph, so the full (rows, vocab) logits never have to reach Python)."""
         a = self.arch
         n = len(caches) // 2
         cross, past = caches[:n], caches[n:]
@@ -300,7 +304,9 @@ class DecoderGraph(nn.Module):
         last = h[:, -1, :]
         if a.output_scale != 1.0:
             last = last * a.output_scale
-        return (a.tokens.logits(last), *present)
+        logits = a.tokens.logits(last)
+        top_logprobs, top_ids = torch.topk(torch.log_softmax(logits, dim=-1), top_k_slots.shape[0], dim=-1)
+        return (logits, top_logprobs, top_ids, *present)
 
 
 class GraphParts(nn.Module):

@@ -31,6 +31,8 @@ FP32_OPS = [
     "Range",
     "CumSum",
     "Log",
+    "LogSoftmax",
+    "TopK",
 ]
 
 

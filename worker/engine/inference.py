@@ -36,6 +36,8 @@ class Inference:
         first_past = next(i for i in inputs if i.name.startswith("past."))
         self.cache_dtype = _NP_TYPES[first_past.type]
         self.heads, self.head_dim = first_past.shape[1], first_past.shape[3]
+        self.present_names = [name.replace("past.", "present.", 1) for name in self.past_names]
+        self._slot_cache = np.zeros(1, dtype=np.int64)
 
     def encode(self, ids: np.ndarray, mask: np.ndarray) -> EncoderState:
         cross = self.encoder.run(self.cross_names, {"input_ids": ids, "attention_mask": mask})
@@ -44,13 +46,25 @@ class Inference:
     def empty_past(self, rows: int) -> list[np.ndarray]:
         return [np.zeros((rows, self.heads, 0, self.head_dim), self.cache_dtype) for _ in self.past_names]
 
-    def step(self, tokens: np.ndarray, state: EncoderState, past: list[np.ndarray]):
-        """Logits ``(rows, V)`` for the last of ``tokens`` and the grown cache."""
-        feeds = {"input_ids": tokens, "encoder_attention_mask": state.mask}
+    def step(self, tokens: np.ndarray, state: EncoderState, past: list[np.ndarray], top_k: int | None = None):
+        """One decoder step for the last of ``tokens``, with the grown cache.
+
+        With ``top_k``: the k best log-probabilities ``(rows, k)`` and their ids, computed in the
+        graph. Without: the full logits ``(rows, V)`` (and ids None).
+        """
+        feeds = {"input_ids": tokens, "encoder_attention_mask": state.mask, "top_k_slots": self._slots(top_k or 1)}
         feeds |= dict(zip(self.cross_names, state.cross))
         feeds |= dict(zip(self.past_names, past))
-        logits, *present = self.decoder.run(None, feeds)
-        return logits, present
+        heads = ["top_logprobs", "top_ids"] if top_k else ["logits"]
+        out = self.decoder.run(heads + self.present_names, feeds)
+        if top_k:
+            return out[0], out[1], out[2:]
+        return out[0], None, out[1:]
+
+    def _slots(self, k: int) -> np.ndarray:
+        if self._slot_cache.shape[0] != k:
+            self._slot_cache = np.zeros(k, dtype=np.int64)
+        return self._slot_cache
 
 
 def pad_batch(sources: Sequence[Sequence[int]], pad: int) -> tuple[np.ndarray, np.ndarray]:

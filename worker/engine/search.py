@@ -108,7 +108,30 @@ class SearchResult:
 
 
 # ------------------------------------------------------------------------------------------------
-# Logit filters: (sequences (rows, length), scores (rows, V)) -> scores, in generate's order.
+# Logit filters, in generate's order. They run on the graph's top-k candidates when that is exact
+# (bans only remove candidates) and on the full vocabulary otherwise.
+
+NGRAM_MARGIN = 4  # extra candidates fetched per row so that a few n-gram bans never force a full pass
+
+
+@dataclass
+class Candidates:
+    """Next-token candidates per row: processed log-probabilities ``values (rows, k)`` and ``ids (rows, k)``."""
+
+    values: np.ndarray
+    ids: np.ndarray
+
+    @classmethod
+    def forced(cls, rows: int, token: int, width: int) -> Candidates:
+        """generate's forcing: the token scores 0, everything else -inf (padding ids are never used)."""
+        values = np.full((rows, width), -np.inf, dtype=np.float32)
+        values[:, 0] = 0.0
+        ids = np.full((rows, width), -1, dtype=np.int64)
+        ids[:, 0] = token
+        return cls(values, ids)
+
+    def repeat(self, times: int) -> Candidates:
+        return Candidates(np.repeat(self.values, times, axis=0), np.repeat(self.ids, times, axis=0))
 
 
 class Filters:
@@ -116,47 +139,91 @@ class Filters:
         self.options, self.vocab, self.forced_bos = options, vocab, forced_bos
         self.max_length = options.max_new_tokens + 1
         self.min_length = options.min_new_tokens + 1 if options.min_new_tokens else 0
+        # Repetition penalty rescales kept tokens, which can reorder the top: only the full pass is exact.
+        self.top_k_exact = options.repetition_penalty == 1.0
+        self.margin = len(vocab.suppressed) + 1 + (NGRAM_MARGIN if options.no_repeat_ngram_size else 0)
 
-    def __call__(self, sequences: np.ndarray, scores: np.ndarray) -> np.ndarray:
-        o, v = self.options, self.vocab
-        length = sequences.shape[1]
-        if o.repetition_penalty != 1.0:
-            scores = self._repetition(sequences, scores)
-        if o.no_repeat_ngram_size:
-            scores = self._no_repeat(sequences, scores, o.no_repeat_ngram_size)
-        if v.suppressed:
-            scores[:, list(v.suppressed)] = -np.inf
-        if length < self.min_length:
-            scores[:, v.eos] = -np.inf
+    def forced_token(self, length: int) -> int | None:
         if self.forced_bos is not None and length == 1:
-            scores = self._force(scores, self.forced_bos)
-        if v.forced_eos is not None and length == self.max_length - 1:
-            scores = self._force(scores, v.forced_eos)
+            return self.forced_bos
+        if self.vocab.forced_eos is not None and length == self.max_length - 1:
+            return self.vocab.forced_eos
+        return None
+
+    def bans(self, sequences: np.ndarray) -> list[set[int]]:
+        """Per row, the ids generate would set to -inf at this step."""
+        always = set(self.vocab.suppressed)
+        if sequences.shape[1] < self.min_length:
+            always.add(self.vocab.eos)
+        n = self.options.no_repeat_ngram_size
+        if not n:
+            return [always] * len(sequences)
+        return [always | _repeated_ngram_ends(seq, n) for seq in sequences.tolist()]
+
+    def on_candidates(self, sequences: np.ndarray, cands: Candidates, need: int) -> Candidates | None:
+        """Apply the bans to the top-k; None when too few candidates survive to be exact."""
+        for row, banned in enumerate(self.bans(sequences)):
+            if banned:
+                hit = np.isin(cands.ids[row], list(banned))
+                cands.values[row, hit] = -np.inf
+        if (np.isfinite(cands.values).sum(axis=1) < need).any():
+            return None
+        return cands
+
+    def on_full(self, sequences: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """All filters on full scores (raw logits for greedy, log-probabilities for beam), as generate does."""
+        if self.options.repetition_penalty != 1.0:
+            penalty = self.options.repetition_penalty
+            picked = np.take_along_axis(scores, sequences, axis=1)
+            np.put_along_axis(scores, sequences, np.where(picked < 0, picked * penalty, picked / penalty), axis=1)
+        for row, banned in enumerate(self.bans(sequences)):
+            scores[row, list(banned)] = -np.inf
         return scores
 
-    def _repetition(self, sequences: np.ndarray, scores: np.ndarray) -> np.ndarray:
-        penalty = self.options.repetition_penalty
-        picked = np.take_along_axis(scores, sequences, axis=1)
-        picked = np.where(picked < 0, picked * penalty, picked / penalty)
-        np.put_along_axis(scores, sequences, picked, axis=1)
-        return scores
 
-    @staticmethod
-    def _no_repeat(sequences: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
-        length = sequences.shape[1]
-        if length + 1 < n:
-            return scores
-        for row, seq in enumerate(sequences.tolist()):
-            prefix = tuple(seq[length + 1 - n :])
-            banned = [seq[i + n - 1] for i in range(length - n + 1) if tuple(seq[i : i + n - 1]) == prefix]
-            scores[row, banned] = -np.inf
-        return scores
+def _repeated_ngram_ends(seq: list[int], n: int) -> set[int]:
+    """Tokens that would complete an n-gram already present in ``seq`` (generate's no_repeat_ngram_size)."""
+    length = len(seq)
+    if length + 1 < n:
+        return set()
+    prefix = tuple(seq[length + 1 - n :])
+    return {seq[i + n - 1] for i in range(length - n + 1) if tuple(seq[i : i + n - 1]) == prefix}
 
-    @staticmethod
-    def _force(scores: np.ndarray, token: int) -> np.ndarray:
-        forced = np.full_like(scores, -np.inf)
-        forced[:, token] = 0.0
-        return forced
+
+def next_candidates(
+    inference: Inference,
+    state: EncoderState,
+    past: list[np.ndarray],
+    sequences: np.ndarray,
+    filters: Filters,
+    *,
+    need: int,
+    greedy: bool,
+) -> tuple[Candidates, list[np.ndarray]]:
+    """One decoder step for the last token of each row of ``sequences (rows, length)``.
+
+    Forced steps skip the scores; otherwise the graph's top ``need + margin`` candidates are used
+    when exact, and the full vocabulary when not (a second run of the same step, which is rare).
+    """
+    tokens = sequences[:, -1:]
+    forced = filters.forced_token(sequences.shape[1])
+    if forced is not None:
+        _, _, present = inference.step(tokens, state, past, top_k=1)
+        return Candidates.forced(len(tokens), forced, need), present
+    if filters.top_k_exact:
+        values, ids, present = inference.step(tokens, state, past, top_k=need + filters.margin)
+        assert ids is not None
+        cands = filters.on_candidates(sequences, Candidates(values, ids), need)
+        if cands is not None:
+            return cands, present
+    logits, _, present = inference.step(tokens, state, past)
+    logprobs = log_softmax(logits.astype(np.float32))
+    if greedy:  # generate filters raw logits for greedy; the score is the model's log-probability
+        chosen = filters.on_full(sequences, logits.astype(np.float32)).argmax(axis=1)
+        rows = np.arange(len(chosen))
+        return Candidates(logprobs[rows, chosen][:, None], chosen[:, None].astype(np.int64)), present
+    full = filters.on_full(sequences, logprobs)
+    return Candidates(full, np.broadcast_to(np.arange(full.shape[1]), full.shape)), present
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -198,10 +265,11 @@ def _greedy(
     sums = np.zeros(batch)
     past = inference.empty_past(batch)
     while len(active):
-        logits, past = inference.step(sequences[:, -1:], state, past)
-        scores = filters(sequences, logits.astype(np.float32))
-        tokens = scores.argmax(axis=1)
-        sums += log_softmax(scores)[np.arange(len(tokens)), tokens]
+        cands, past = next_candidates(inference, state, past, sequences, filters, need=1, greedy=True)
+        best = cands.values.argmax(axis=1)
+        rows = np.arange(len(best))
+        tokens = cands.ids[rows, best]
+        sums += cands.values[rows, best]
         sequences = np.concatenate([sequences, tokens[:, None]], axis=1)
         done = (tokens == vocab.eos) | (sequences.shape[1] >= filters.max_length)
         for row in np.flatnonzero(done):
@@ -231,11 +299,17 @@ class BeamSearch:
         self.running_scores = np.tile(np.array([0.0] + [NEG] * (k - 1), dtype=np.float32), (batch, 1))
         self.finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
         self.improvable = np.ones(batch, dtype=bool)
-        past = self.inference.empty_past(batch * k)
+        past = self.inference.empty_past(batch)  # step 0 runs one row per sentence: its beams are identical
         while len(self.active):
             length = self.running.shape[2]
-            logits, past = self.inference.step(self.running[:, :, -1].reshape(-1, 1), state, past)
-            rows = self._advance(logits, length)
+            first = length == 1
+            sequences = self.running[:, :1] if first else self.running
+            cands, past = next_candidates(
+                self.inference, state, past, sequences.reshape(-1, length), self.filters, need=2 * k, greedy=False
+            )
+            if first:
+                cands, past = cands.repeat(k), [np.repeat(p, k, axis=0) for p in past]
+            rows = self._advance(cands, length)
             past = reorder(past, rows)
             keep = self._close_done(length + 1)
             if keep is not None:
@@ -243,16 +317,19 @@ class BeamSearch:
                 past = reorder(past, (keep[:, None] * k + np.arange(k)).reshape(-1))
         return self.results
 
-    def _advance(self, logits: np.ndarray, length: int) -> np.ndarray:
-        """One step for every open sentence; returns the cache rows the new beams continue."""
+    def _advance(self, cands: Candidates, length: int) -> np.ndarray:
+        """One step for every open sentence; returns the cache rows the new beams continue.
+
+        ``cands`` holds each beam's best next tokens; the sentence's best 2K over all its beams
+        are among them, so this picks exactly what generate's top-2K over beams x vocabulary picks.
+        """
         k, n = self.k, len(self.active)
-        flat = self.running.reshape(n * k, length)
-        scores = self.filters(flat, log_softmax(logits.astype(np.float32)))
-        vocab_size = scores.shape[1]
-        total = (scores.reshape(n, k, vocab_size) + self.running_scores[:, :, None]).reshape(n, k * vocab_size)
+        width = cands.values.shape[1]
+        total = (cands.values.reshape(n, k, width) + self.running_scores[:, :, None]).reshape(n, k * width)
         picks = top_k(total, 2 * k)  # (n, 2K)
         cand_scores = np.take_along_axis(total, picks, axis=1)
-        cand_beams, cand_tokens = picks // vocab_size, picks % vocab_size
+        cand_beams = picks // width
+        cand_tokens = np.take_along_axis(cands.ids.reshape(n, k * width), picks, axis=1)
         hits = (cand_tokens == self.vocab.eos) | (length + 1 >= self.filters.max_length)
         self._collect_finished(cand_scores, cand_beams, cand_tokens, hits, length)
         alive = top_k(np.where(hits, cand_scores + NEG, cand_scores), k)  # (n, K) positions in candidates

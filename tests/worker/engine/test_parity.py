@@ -16,6 +16,7 @@ import torch
 
 from export_tools.fixtures.tiny import ARCHS
 from export_tools.verify import sample_sentences
+from worker.engine import search
 from worker.engine.inference import pad_batch
 from worker.engine.translator import Translator
 
@@ -48,6 +49,7 @@ def hf_generate(model, sources: list[list[int]], pad: int, eos: int, beams: int,
             num_beams=beams,
             do_sample=False,
             output_scores=True,
+            output_logits=True,
             return_dict_in_generate=True,
             **kwargs,
         )
@@ -57,38 +59,61 @@ def hf_generate(model, sources: list[list[int]], pad: int, eos: int, beams: int,
         tokens.append(generated[: generated.index(eos) + 1] if eos in generated else generated)
     if beams > 1:
         return tokens, out.sequences_scores.tolist()
-    steps = torch.stack(out.scores, dim=1).log_softmax(-1)  # (batch, steps, V) of processed logits
-    scores = [float(sum(steps[b, t, tok] for t, tok in enumerate(seq)) / len(seq)) for b, seq in enumerate(tokens)]
+    # Greedy's score: the model's log-probability of each chosen token; a forced token counts 0, as in beam search.
+    logprobs = torch.stack(out.logits, dim=1).log_softmax(-1)  # (batch, steps, V) from the raw logits
+    forced = torch.isfinite(torch.stack(out.scores, dim=1)).sum(-1) == 1  # (batch, steps)
+    scores = [
+        float(sum(0.0 if forced[b, t] else logprobs[b, t, tok] for t, tok in enumerate(seq)) / len(seq))
+        for b, seq in enumerate(tokens)
+    ]
     return tokens, scores
+
+
+def assert_parity(arch: str, batch: str, artifacts, references, **options) -> None:
+    """Ours and generate on the same sources and options: same tokens, scores within 1e-4."""
+    model, tokenizer = references[arch]
+    translator = Translator(artifacts[arch], precision="fp32")
+    sources = [tokenizer(sample_sentences()[i]).input_ids for i in BATCHES[batch]]
+    ours = translator.generate_ids(sources, translator.options(num_hypotheses=1, **options))
+    hf_options = {{"beam_size": "num_beams"}.get(k, k): v for k, v in options.items()}
+    beams = hf_options.pop("num_beams")
+    theirs, scores = hf_generate(model, sources, translator.pad_id, translator.vocab.eos, beams, **hf_options)
+    assert [r.hypotheses[0].tokens for r in ours] == theirs
+    np.testing.assert_allclose([r.hypotheses[0].score for r in ours], scores, atol=1e-4, rtol=0)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize(("beams", "lp", "ngram", "stop", "batch"), GRID)
 def test_search_matches_generate(arch, beams, lp, ngram, stop, batch, artifacts, references) -> None:
-    model, tokenizer = references[arch]
-    translator = Translator(artifacts[arch], precision="fp32")
-    texts = [sample_sentences()[i] for i in BATCHES[batch]]
-    sources = [tokenizer(t).input_ids for t in texts]
     minimum = MAX_NEW if stop == "forced" else 0
-    options = translator.options(
+    assert_parity(
+        arch,
+        batch,
+        artifacts,
+        references,
         beam_size=beams,
         length_penalty=lp,
         no_repeat_ngram_size=ngram,
         max_new_tokens=MAX_NEW,
         min_new_tokens=minimum,
-        num_hypotheses=1,
     )
-    ours = translator.generate_ids(sources, options)
-    theirs, scores = hf_generate(
-        model,
-        sources,
-        translator.pad_id,
-        translator.vocab.eos,
-        beams,
-        length_penalty=lp,
-        no_repeat_ngram_size=ngram,
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("beams", [1, 4])
+def test_full_vocabulary_path_matches_generate(arch, beams, artifacts, references, monkeypatch) -> None:
+    """Repetition penalty, and n-gram bans beyond the candidate margin, take the full-vocabulary path."""
+    monkeypatch.setattr(search, "NGRAM_MARGIN", 0)
+    assert_parity(
+        arch,
+        "batch7",
+        artifacts,
+        references,
+        beam_size=beams,
+        repetition_penalty=1.3,
+        no_repeat_ngram_size=2,
         max_new_tokens=MAX_NEW,
-        min_new_tokens=minimum,
     )
-    assert [r.hypotheses[0].tokens for r in ours] == theirs
-    np.testing.assert_allclose([r.hypotheses[0].score for r in ours], scores, atol=1e-4, rtol=0)
+    assert_parity(
+        arch, "batch7", artifacts, references, beam_size=beams, no_repeat_ngram_size=1, max_new_tokens=MAX_NEW
+    )

@@ -1,0 +1,255 @@
+"""Engine benchmark: ours against PyTorch, optimum ORT and CTranslate2 on the opus-mt-en-zh shape.
+
+    python -m benchmarks.engine                 # all engines, writes the table into BENCHMARKS.md
+    python -m benchmarks.engine --engines ours-int8 ctranslate2-int8 --no-write
+
+Workload: a random Marian model with the opus-mt-en-zh shape (d_model 512, 6+6 layers, 8 heads,
+ffn 2048, vocab 65001), 64 source sentences of 10-40 token ids, beam 4, exactly 32 new tokens per
+output (EOS is banned until then, so every engine does the same work), 2 threads. Each engine
+runs in its own process; the headline rows give every engine the same batches of 16 sentences.
+Latency: one 15-word (20-token) sentence, beam 4, 32 new tokens, p50/p95 over repeated runs.
+Models and artifacts are cached under ``build/bench`` (delete it to rebuild).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+CACHE = Path("build/bench")
+SENTENCES, BATCH, BEAMS, NEW_TOKENS, THREADS = 64, 16, 4, 32, 2
+LATENCY_RUNS = 7
+ENGINES = ("pytorch", "optimum-fp32", "optimum-int8", "ctranslate2-float32", "ctranslate2-int8", "ours-fp32",
+           "ours-int8")
+VOCAB = 65001
+
+
+def workload(seed: int = 0) -> tuple[list[list[int]], list[int]]:
+    """64 sources of 10-40 ids (EOS-terminated) and one 20-token latency sentence."""
+    rng = np.random.default_rng(seed)
+    make = lambda n: [int(t) for t in rng.integers(100, VOCAB - 1, n - 1)] + [0]  # noqa: E731
+    return [make(int(rng.integers(10, 41))) for _ in range(SENTENCES)], make(20)
+
+
+def batches(sources: list[list[int]]) -> list[list[list[int]]]:
+    return [sources[i : i + BATCH] for i in range(0, len(sources), BATCH)]
+
+
+# ------------------------------------------------------------------------------------------------
+# Preparation (torch side, cached)
+
+
+def prepare() -> None:
+    """The random model as a save_pretrained dir with a 65001-entry vocabulary, and its conversions."""
+    model_dir = CACHE / "model"
+    if not (model_dir / "model.safetensors").exists():
+        _save_model(model_dir)
+    if not (CACHE / "ours" / "manifest.json").exists():
+        from export_tools.build import build
+
+        build(str(model_dir), CACHE / "ours", ["fp32", "int8"], force=True)
+    if not (CACHE / "ct2-float32" / "model.bin").exists():
+        import ctranslate2.converters
+
+        converter = ctranslate2.converters.TransformersConverter(str(model_dir))
+        converter.convert(str(CACHE / "ct2-float32"), force=True)
+        converter.convert(str(CACHE / "ct2-int8"), quantization="int8", force=True)
+    if not (CACHE / "optimum-fp32" / "config.json").exists():
+        _optimum_export(model_dir)
+
+
+def _save_model(model_dir: Path) -> None:
+    import torch
+    from transformers import GenerationConfig, MarianConfig, MarianMTModel, MarianTokenizer
+
+    from export_tools.fixtures.tiny import build_tiny
+
+    tiny = build_tiny("marian", CACHE / "tiny", force=True)
+    tokenizer = MarianTokenizer.from_pretrained(tiny)
+    pieces = list(tokenizer.get_vocab())[:-1]  # the tiny vocabulary without <pad>
+    pieces += [f"▁w{i}" for i in range(VOCAB - 1 - len(pieces))] + ["<pad>"]
+    model_dir.mkdir(parents=True, exist_ok=True)
+    (tiny / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)}, ensure_ascii=False))
+    MarianTokenizer.from_pretrained(tiny).save_pretrained(model_dir)
+    config = MarianConfig(
+        vocab_size=VOCAB, d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+        decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, max_position_embeddings=512,
+        pad_token_id=VOCAB - 1, eos_token_id=0, decoder_start_token_id=VOCAB - 1, forced_eos_token_id=0,
+        activation_function="swish", scale_embedding=True, share_encoder_decoder_embeddings=True,
+    )
+    torch.manual_seed(0)
+    model = MarianMTModel(config)
+    model.generation_config = GenerationConfig(
+        num_beams=4, max_length=512, bad_words_ids=[[VOCAB - 1]], pad_token_id=VOCAB - 1, eos_token_id=0,
+        decoder_start_token_id=VOCAB - 1, forced_eos_token_id=0,
+    )
+    model.save_pretrained(model_dir)
+
+
+def _optimum_export(model_dir: Path) -> None:
+    from optimum.onnxruntime import ORTModelForSeq2SeqLM, ORTQuantizer
+    from optimum.onnxruntime.configuration import AutoQuantizationConfig
+
+    ORTModelForSeq2SeqLM.from_pretrained(model_dir, export=True).save_pretrained(CACHE / "optimum-fp32")
+    qconfig = AutoQuantizationConfig.avx2(is_static=False, per_channel=False)
+    for name in ("encoder_model", "decoder_model", "decoder_with_past_model"):
+        path = CACHE / "optimum-fp32" / f"{name}.onnx"
+        if path.exists():
+            ORTQuantizer.from_pretrained(CACHE / "optimum-fp32", file_name=path.name).quantize(
+                save_dir=CACHE / "optimum-int8", quantization_config=qconfig
+            )
+    for extra in (CACHE / "optimum-fp32").glob("*.json"):
+        (CACHE / "optimum-int8" / extra.name).write_bytes(extra.read_bytes())
+
+
+# ------------------------------------------------------------------------------------------------
+# Engines: each returns a function translating one batch of id lists (32 new tokens each)
+
+
+def _torch_engine(model_cls: Callable, path: Path, **kwargs) -> Callable[[list[list[int]]], None]:
+    import torch
+
+    torch.set_num_threads(THREADS)
+    model = model_cls(path, **kwargs)
+    pad = VOCAB - 1
+
+    def run(batch: list[list[int]]) -> None:
+        longest = max(map(len, batch))
+        ids = torch.tensor([s + [pad] * (longest - len(s)) for s in batch])
+        mask = (ids != pad).long()
+        with torch.no_grad():
+            model.generate(input_ids=ids, attention_mask=mask, num_beams=BEAMS, do_sample=False,
+                           min_new_tokens=NEW_TOKENS, max_new_tokens=NEW_TOKENS)
+
+    return run
+
+
+def engine(name: str) -> Callable[[list[list[int]]], None]:
+    if name == "pytorch":
+        from transformers import MarianMTModel
+
+        return _torch_engine(lambda p: MarianMTModel.from_pretrained(p).eval(), CACHE / "model")
+    if name.startswith("optimum"):
+        import onnxruntime as ort
+        from optimum.onnxruntime import ORTModelForSeq2SeqLM
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = THREADS
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        folder = CACHE / name
+        files = {f"{k}_file_name": next(folder.glob(f"{k.removesuffix('_file_name')}*.onnx")).name
+                 for k in ("encoder", "decoder", "decoder_with_past")}
+        files = {k: v for k, v in files.items()}
+        return _torch_engine(lambda p: ORTModelForSeq2SeqLM.from_pretrained(p, session_options=options, **files),
+                             folder)
+    if name.startswith("ctranslate2"):
+        import ctranslate2
+
+        translator = ctranslate2.Translator(str(CACHE / name.replace("ctranslate2", "ct2")), device="cpu",
+                                            intra_threads=THREADS, inter_threads=1)
+        vocab = json.loads((CACHE / "model" / "vocab.json").read_text())
+        pieces = {i: p for p, i in vocab.items()}
+
+        def run_ct2(batch: list[list[int]]) -> None:
+            tokens = [[pieces[i] for i in s] for s in batch]
+            translator.translate_batch(tokens, beam_size=BEAMS, max_batch_size=len(batch),
+                                       min_decoding_length=NEW_TOKENS, max_decoding_length=NEW_TOKENS)
+
+        return run_ct2
+    from worker.engine.translator import Translator
+
+    translator = Translator(CACHE / "ours", precision=name.split("-")[1], threads=THREADS)
+    options = translator.options(beam_size=BEAMS, min_new_tokens=NEW_TOKENS, max_new_tokens=NEW_TOKENS)
+    return lambda batch: translator.generate_ids(batch, options) and None
+
+
+def measure(name: str) -> dict[str, float | str]:
+    sources, latency_sentence = workload()
+    run = engine(name)
+    run(batches(sources)[0][:2])  # warm-up: allocations, lazy session creation
+    started = time.perf_counter()
+    for batch in batches(sources):
+        run(batch)
+    elapsed = time.perf_counter() - started
+    latencies = []
+    for _ in range(LATENCY_RUNS):
+        t = time.perf_counter()
+        run([latency_sentence])
+        latencies.append(time.perf_counter() - t)
+    latencies.sort()
+    return {
+        "engine": name,
+        "sentences_per_s": SENTENCES / elapsed,
+        "tokens_per_s": SENTENCES * NEW_TOKENS / elapsed,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "latency_p50_ms": 1000 * statistics.median(latencies),
+        "latency_p95_ms": 1000 * latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))],
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def table(rows: list[dict]) -> str:
+    base = next((r["tokens_per_s"] for r in rows if r["engine"] == "pytorch"), None)
+    lines = ["| engine | sentences/s | target tokens/s | vs PyTorch | peak RSS MiB | latency p50 ms | p95 ms |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        ratio = f"{r['tokens_per_s'] / base:.2f}x" if base else "n/a"
+        lines.append(f"| {r['engine']} | {r['sentences_per_s']:.2f} | {r['tokens_per_s']:.0f} | {ratio} | "
+                     f"{r['peak_rss_mib']:.0f} | {r['latency_p50_ms']:.0f} | {r['latency_p95_ms']:.0f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.engine", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
+    p.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
+    p.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one engine in this process
+    args = p.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one)))
+        return
+    print("[bench] preparing models (cached in build/bench)", file=sys.stderr, flush=True)
+    prepare()
+    rows = []
+    for name in args.engines:
+        print(f"[bench] {name}", file=sys.stderr, flush=True)
+        done = subprocess.run([sys.executable, "-m", "benchmarks.engine", "--one", name], capture_output=True,
+                              text=True, check=False)
+        if done.returncode != 0:
+            print(done.stderr[-2000:], file=sys.stderr)
+            continue
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    text = table(rows)
+    print(text)
+    if not args.no_write:
+        _write(text)
+
+
+def _write(text: str) -> None:
+    path = Path("BENCHMARKS.md")
+    start, end = "<!-- engine:start -->", "<!-- engine:end -->"
+    body = path.read_text() if path.exists() else "# Benchmarks\n"
+    block = (f"{start}\n`python -m benchmarks.engine` on {platform.processor() or platform.machine()}, "
+             f"{THREADS} threads, {time.strftime('%Y-%m-%d')}:\n\n{text}\n{end}")
+    if start in body:
+        body = body[: body.index(start)] + block + body[body.index(end) + len(end) :]
+    else:
+        body += f"\n## Engine\n\n{block}\n"
+    path.write_text(body)
+
+
+if __name__ == "__main__":
+    main()
