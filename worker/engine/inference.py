@@ -1,70 +1,126 @@
-"""Encoder and decoder-step calls over one pair of sessions, with the KV cache as arrays.
+"""Encoder and decoder-step calls over one pair of sessions; the KV cache stays where the sessions run.
 
 Shapes: ``tokens (rows, T)`` with rows = sentences * beams; ``cross`` per layer ``(sentences, H, S, D)``;
 ``past`` per layer ``(rows, H, P, D)``.
+
+Two ways to call the sessions, behind one interface:
+* plain ``run`` with numpy arrays (CPU);
+* IO binding (``io_binding=True``; always on CUDA): cross and self-attention K/V are OrtValues on the
+  sessions' device, bound as the next step's inputs without a round trip through host memory; only
+  token ids go in and the top-k candidates come out through host memory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 
 _NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+Cache = list[Any]  # per layer key/value: numpy arrays, or OrtValues under IO binding
 
 
 @dataclass
 class EncoderState:
     """What the decoder attends to, per sentence: cross-attention K/V and the source mask."""
 
-    cross: list[np.ndarray]
+    cross: Cache
     mask: np.ndarray
-
-    def select(self, sentences: np.ndarray) -> EncoderState:
-        """Keep only the given sentences (when others have finished)."""
-        return EncoderState([c[sentences] for c in self.cross], self.mask[sentences])
 
 
 class Inference:
-    def __init__(self, encoder: ort.InferenceSession, decoder: ort.InferenceSession):
+    def __init__(self, encoder: ort.InferenceSession, decoder: ort.InferenceSession, *, io_binding: bool = False):
         self.encoder, self.decoder = encoder, decoder
         inputs = decoder.get_inputs()
         self.cross_names = [i.name for i in inputs if i.name.startswith("cross.")]
         self.past_names = [i.name for i in inputs if i.name.startswith("past.")]
+        self.present_names = [name.replace("past.", "present.", 1) for name in self.past_names]
         first_past = next(i for i in inputs if i.name.startswith("past."))
         self.cache_dtype = _NP_TYPES[first_past.type]
         self.heads, self.head_dim = first_past.shape[1], first_past.shape[3]
-        self.present_names = [name.replace("past.", "present.", 1) for name in self.past_names]
+        self.device = "cuda" if "CUDAExecutionProvider" in decoder.get_providers() else "cpu"
+        self.bound = io_binding or self.device == "cuda"
         self._slot_cache = np.zeros(1, dtype=np.int64)
 
+    # -- encoder -----------------------------------------------------------------------------------
+
     def encode(self, ids: np.ndarray, mask: np.ndarray) -> EncoderState:
-        cross = self.encoder.run(self.cross_names, {"input_ids": ids, "attention_mask": mask})
-        return EncoderState(list(cross), mask)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if not self.bound:
+            return EncoderState(list(self.encoder.run(self.cross_names, feeds)), mask)
+        return EncoderState(self._run_bound(self.encoder, feeds, {}, [], self.cross_names)[1], mask)
 
-    def empty_past(self, rows: int) -> list[np.ndarray]:
-        return [np.zeros((rows, self.heads, 0, self.head_dim), self.cache_dtype) for _ in self.past_names]
+    # -- decoder step ------------------------------------------------------------------------------
 
-    def step(self, tokens: np.ndarray, state: EncoderState, past: list[np.ndarray], top_k: int | None = None):
-        """One decoder step for the last of ``tokens``, with the grown cache.
+    def step(self, tokens: np.ndarray, state: EncoderState, past: Cache, top_k: int | None = None):
+        """One decoder step for the last of ``tokens``: ``(values, ids, present)``.
 
         With ``top_k``: the k best log-probabilities ``(rows, k)`` and their ids, computed in the
-        graph. Without: the full logits ``(rows, V)`` (and ids None).
+        graph. Without: the full logits ``(rows, V)`` and ids None.
         """
-        feeds = {"input_ids": tokens, "encoder_attention_mask": state.mask, "top_k_slots": self._slots(top_k or 1)}
-        feeds |= dict(zip(self.cross_names, state.cross))
-        feeds |= dict(zip(self.past_names, past))
+        host = {"input_ids": tokens, "encoder_attention_mask": state.mask, "top_k_slots": self._slots(top_k or 1)}
         heads = ["top_logprobs", "top_ids"] if top_k else ["logits"]
-        out = self.decoder.run(heads + self.present_names, feeds)
-        if top_k:
-            return out[0], out[1], out[2:]
-        return out[0], None, out[1:]
+        device = dict(zip(self.cross_names, state.cross)) | dict(zip(self.past_names, past))
+        if self.bound:
+            out, present = self._run_bound(self.decoder, host, device, heads, self.present_names)
+        else:
+            values = self.decoder.run(heads + self.present_names, host | device)
+            out, present = values[: len(heads)], values[len(heads) :]
+        return out[0], (out[1] if top_k else None), present
+
+    def _run_bound(self, session, host: dict, device: dict, to_host: list[str], to_device: list[str]):
+        """Run with IO binding: ``device`` inputs are OrtValues already there; returns (host arrays, OrtValues)."""
+        binding = session.io_binding()
+        for name, array in host.items():
+            binding.bind_cpu_input(name, np.ascontiguousarray(array))
+        for name, value in device.items():
+            binding.bind_ortvalue_input(name, value)
+        for name in to_host:
+            binding.bind_output(name, "cpu")
+        for name in to_device:
+            binding.bind_output(name, self.device)
+        session.run_with_iobinding(binding)
+        outputs = binding.get_outputs()
+        return [o.numpy() for o in outputs[: len(to_host)]], list(outputs[len(to_host) :])
 
     def _slots(self, k: int) -> np.ndarray:
         if self._slot_cache.shape[0] != k:
             self._slot_cache = np.zeros(k, dtype=np.int64)
         return self._slot_cache
+
+    # -- cache bookkeeping -------------------------------------------------------------------------
+
+    def empty_past(self, rows: int) -> Cache:
+        return [self._wrap(np.zeros((rows, self.heads, 0, self.head_dim), self.cache_dtype)) for _ in self.past_names]
+
+    def reorder(self, past: Cache, rows: np.ndarray) -> Cache:
+        """Self-attention cache rows follow their beams; nothing is copied when no beam moved."""
+        if len(rows) == self._rows(past[0]) and np.array_equal(rows, np.arange(len(rows))):
+            return past
+        return [self._wrap(self._host(p)[rows]) for p in past]
+
+    def expand(self, past: Cache, beams: int) -> Cache:
+        """One row per sentence -> ``beams`` identical rows (after step 0)."""
+        return [self._wrap(np.repeat(self._host(p), beams, axis=0)) for p in past]
+
+    def select(self, state: EncoderState, sentences: np.ndarray) -> EncoderState:
+        """Keep only the given sentences (when others have finished); cross K/V are never copied per step."""
+        return EncoderState([self._wrap(self._host(c)[sentences]) for c in state.cross], state.mask[sentences])
+
+    def _host(self, value: Any) -> np.ndarray:
+        return value.numpy() if isinstance(value, ort.OrtValue) else value
+
+    def _wrap(self, array: np.ndarray) -> Any:
+        if not self.bound:
+            return array
+        return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), self.device, 0)
+
+    @staticmethod
+    def _rows(value: Any) -> int:
+        return int(value.shape()[0] if isinstance(value, ort.OrtValue) else value.shape[0])
 
 
 def pad_batch(sources: Sequence[Sequence[int]], pad: int) -> tuple[np.ndarray, np.ndarray]:
@@ -75,10 +131,3 @@ def pad_batch(sources: Sequence[Sequence[int]], pad: int) -> tuple[np.ndarray, n
     for row, source in enumerate(sources):
         ids[row, : len(source)], mask[row, : len(source)] = source, 1
     return ids, mask
-
-
-def reorder(past: list[np.ndarray], rows: np.ndarray) -> list[np.ndarray]:
-    """Self-attention cache rows follow their beams; nothing is copied when no beam moved."""
-    if len(rows) == past[0].shape[0] and np.array_equal(rows, np.arange(len(rows))):
-        return past
-    return [p[rows] for p in past]

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from worker.engine.inference import EncoderState, Inference, reorder
+from worker.engine.inference import EncoderState, Inference
 
 NEG = -1.0e9  # the "impossible" score generate uses
 
@@ -280,7 +280,7 @@ def _greedy(
         keep = np.flatnonzero(~done)
         if len(keep) < len(active):
             active, sequences, sums = active[keep], sequences[keep], sums[keep]
-            state, past = state.select(keep), reorder(past, keep)
+            state, past = inference.select(state, keep), inference.reorder(past, keep)
     return results
 
 
@@ -308,13 +308,13 @@ class BeamSearch:
                 self.inference, state, past, sequences.reshape(-1, length), self.filters, need=2 * k, greedy=False
             )
             if first:
-                cands, past = cands.repeat(k), [np.repeat(p, k, axis=0) for p in past]
+                cands, past = cands.repeat(k), self.inference.expand(past, k)
             rows = self._advance(cands, length)
-            past = reorder(past, rows)
+            past = self.inference.reorder(past, rows)
             keep = self._close_done(length + 1)
             if keep is not None:
-                state = state.select(keep)
-                past = reorder(past, (keep[:, None] * k + np.arange(k)).reshape(-1))
+                state = self.inference.select(state, keep)
+                past = self.inference.reorder(past, (keep[:, None] * k + np.arange(k)).reshape(-1))
         return self.results
 
     def _advance(self, cands: Candidates, length: int) -> np.ndarray:

@@ -117,3 +117,21 @@ def test_full_vocabulary_path_matches_generate(arch, beams, artifacts, reference
     assert_parity(
         arch, "batch7", artifacts, references, beam_size=beams, no_repeat_ngram_size=1, max_new_tokens=MAX_NEW
     )
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("beams", [1, 4])
+def test_io_binding_path_gives_the_same_results(arch, beams, artifacts) -> None:
+    """The IO-binding path (the CUDA one) run on the CPU provider: same tokens and scores as plain runs."""
+    sources = [Translator(artifacts[arch], precision="fp32").tokenizer.encode(s) for s in sample_sentences()]
+    results = []
+    for bound in (False, True):
+        translator = Translator(artifacts[arch], precision="fp32", io_binding=bound)
+        options = translator.options(beam_size=beams, max_new_tokens=MAX_NEW, num_hypotheses=1)
+        results.append(
+            [
+                (r.hypotheses[0].tokens, round(r.hypotheses[0].score, 5))
+                for r in translator.generate_ids(sources, options)
+            ]
+        )
+    assert results[0] == results[1]

@@ -1,0 +1,52 @@
+"""The demo model really translates its domain, in fp32 and INT8, through the worker's CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from export_tools.cli import DEMO_CHECKPOINT, DEMO_DEV_SET
+
+
+@pytest.fixture(scope="module")
+def demo_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo") / "artifact"
+    result = subprocess.run(
+        [sys.executable, "-m", "export_tools", "demo", "--out", str(out)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+def test_the_checkpoint_is_small_and_was_trained_to_the_floor() -> None:
+    size = sum(p.stat().st_size for p in DEMO_CHECKPOINT.iterdir())
+    assert size <= 20 * 2**20
+    trained = json.loads((DEMO_CHECKPOINT / "train_report.json").read_text())
+    assert trained["test_exact_match_sentences"] >= 0.95
+
+
+def test_demo_build_passes_parity_and_the_quality_gate(demo_artifact: Path) -> None:
+    report = json.loads((demo_artifact / "report.json").read_text())
+    assert all(g["identical"] for g in report["parity"]["fp32"]["generate"])
+    scores = report["quality"]["scores"]
+    assert report["quality"]["against"] == "references"
+    assert scores["fp32"]["exact_match"] >= 0.95
+    assert scores["int8"]["accepted"] and scores["int8"]["bleu_drop"] <= 0.5
+
+
+def test_worker_cli_prints_the_reference_translations(demo_artifact: Path) -> None:
+    rows = [json.loads(line) for line in DEMO_DEV_SET.read_text().splitlines()[:12]]
+    result = subprocess.run(
+        [sys.executable, "-m", "worker", "translate", "--artifact", str(demo_artifact)],
+        input="".join(r["source"] + "\n" for r in rows),
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    got = result.stdout.splitlines()
+    matches = sum(g == r["reference"] for g, r in zip(got, rows))
+    assert matches >= 11, list(zip(got, (r["reference"] for r in rows)))
