@@ -17,8 +17,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check worker export_tools jobs tests benchmarks
-	$(BIN)/mypy worker export_tools jobs
+	$(BIN)/ruff check worker export_tools jobs tests benchmarks scripts
+	$(BIN)/mypy worker export_tools jobs benchmarks scripts
 
 test: lint
 	$(BIN)/pytest -q

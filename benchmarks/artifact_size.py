@@ -27,16 +27,33 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         src = build_tiny("marian", Path(tmp) / "src")
         config = MarianConfig(
-            vocab_size=65001, d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
-            decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, max_position_embeddings=512,
-            pad_token_id=65000, eos_token_id=0, decoder_start_token_id=65000, forced_eos_token_id=0,
-            activation_function="swish", scale_embedding=True, share_encoder_decoder_embeddings=True,
+            vocab_size=65001,
+            d_model=512,
+            encoder_layers=6,
+            decoder_layers=6,
+            encoder_attention_heads=8,
+            decoder_attention_heads=8,
+            encoder_ffn_dim=2048,
+            decoder_ffn_dim=2048,
+            max_position_embeddings=512,
+            pad_token_id=65000,
+            eos_token_id=0,
+            decoder_start_token_id=65000,
+            forced_eos_token_id=0,
+            activation_function="swish",
+            scale_embedding=True,
+            share_encoder_decoder_embeddings=True,
         )
         torch.manual_seed(0)
         model = MarianMTModel(config)
         model.generation_config = GenerationConfig(
-            num_beams=4, max_length=512, bad_words_ids=[[65000]], pad_token_id=65000, eos_token_id=0,
-            decoder_start_token_id=65000, forced_eos_token_id=0,
+            num_beams=4,
+            max_length=512,
+            bad_words_ids=[[65000]],
+            pad_token_id=65000,
+            eos_token_id=0,
+            decoder_start_token_id=65000,
+            forced_eos_token_id=0,
         )
         model.save_pretrained(src)
         params = sum(p.numel() for p in {p.data_ptr(): p for p in model.parameters()}.values())
@@ -46,8 +63,10 @@ def main() -> None:
             "parameters": params,
             "parameter_mib_fp32": round(params * 4 / mib, 1),
             **{f"{p}_stored_mib": round(manifest["precisions"][p]["stored_bytes"] / mib, 1) for p in ("fp32", "int8")},
-            **{f"{p}_graphs_referenced_mib": round(manifest["precisions"][p]["referenced_bytes"] / mib, 1)
-               for p in ("fp32", "int8")},
+            **{
+                f"{p}_graphs_referenced_mib": round(manifest["precisions"][p]["referenced_bytes"] / mib, 1)
+                for p in ("fp32", "int8")
+            },
         }
         total_int8 = sum(e["size"] for k, e in manifest["files"].items() if k.startswith("int8/")) / mib
         rows["int8_files_mib"] = round(total_int8, 1)

@@ -29,8 +29,15 @@ import numpy as np
 CACHE = Path("build/bench")
 SENTENCES, BATCH, BEAMS, NEW_TOKENS, THREADS = 64, 16, 4, 32, 2
 LATENCY_RUNS = 7
-ENGINES = ("pytorch", "optimum-fp32", "optimum-int8", "ctranslate2-float32", "ctranslate2-int8", "ours-fp32",
-           "ours-int8")
+ENGINES = (
+    "pytorch",
+    "optimum-fp32",
+    "optimum-int8",
+    "ctranslate2-float32",
+    "ctranslate2-int8",
+    "ours-fp32",
+    "ours-int8",
+)
 VOCAB = 65001
 
 
@@ -76,22 +83,39 @@ def _save_model(model_dir: Path) -> None:
 
     tiny = build_tiny("marian", CACHE / "tiny", force=True)
     tokenizer = MarianTokenizer.from_pretrained(tiny)
-    pieces = list(tokenizer.get_vocab())[:-1]  # the tiny vocabulary without <pad>
+    pieces = [p for p in tokenizer.get_vocab() if p != "<pad>"]  # the tiny vocabulary; <pad> goes last
     pieces += [f"▁w{i}" for i in range(VOCAB - 1 - len(pieces))] + ["<pad>"]
     model_dir.mkdir(parents=True, exist_ok=True)
     (tiny / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)}, ensure_ascii=False))
     MarianTokenizer.from_pretrained(tiny).save_pretrained(model_dir)
     config = MarianConfig(
-        vocab_size=VOCAB, d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
-        decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, max_position_embeddings=512,
-        pad_token_id=VOCAB - 1, eos_token_id=0, decoder_start_token_id=VOCAB - 1, forced_eos_token_id=0,
-        activation_function="swish", scale_embedding=True, share_encoder_decoder_embeddings=True,
+        vocab_size=VOCAB,
+        d_model=512,
+        encoder_layers=6,
+        decoder_layers=6,
+        encoder_attention_heads=8,
+        decoder_attention_heads=8,
+        encoder_ffn_dim=2048,
+        decoder_ffn_dim=2048,
+        max_position_embeddings=512,
+        pad_token_id=VOCAB - 1,
+        eos_token_id=0,
+        decoder_start_token_id=VOCAB - 1,
+        forced_eos_token_id=0,
+        activation_function="swish",
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
     )
     torch.manual_seed(0)
     model = MarianMTModel(config)
     model.generation_config = GenerationConfig(
-        num_beams=4, max_length=512, bad_words_ids=[[VOCAB - 1]], pad_token_id=VOCAB - 1, eos_token_id=0,
-        decoder_start_token_id=VOCAB - 1, forced_eos_token_id=0,
+        num_beams=4,
+        max_length=512,
+        bad_words_ids=[[VOCAB - 1]],
+        pad_token_id=VOCAB - 1,
+        eos_token_id=0,
+        decoder_start_token_id=VOCAB - 1,
+        forced_eos_token_id=0,
     )
     model.save_pretrained(model_dir)
 
@@ -128,8 +152,14 @@ def _torch_engine(model_cls: Callable, path: Path, **kwargs) -> Callable[[list[l
         ids = torch.tensor([s + [pad] * (longest - len(s)) for s in batch])
         mask = (ids != pad).long()
         with torch.no_grad():
-            model.generate(input_ids=ids, attention_mask=mask, num_beams=BEAMS, do_sample=False,
-                           min_new_tokens=NEW_TOKENS, max_new_tokens=NEW_TOKENS)
+            model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                num_beams=BEAMS,
+                do_sample=False,
+                min_new_tokens=NEW_TOKENS,
+                max_new_tokens=NEW_TOKENS,
+            )
 
     return run
 
@@ -147,30 +177,43 @@ def engine(name: str) -> Callable[[list[list[int]]], None]:
         options.intra_op_num_threads = THREADS
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         folder = CACHE / name
-        files = {f"{k}_file_name": next(folder.glob(f"{k.removesuffix('_file_name')}*.onnx")).name
-                 for k in ("encoder", "decoder", "decoder_with_past")}
+        files = {
+            f"{k}_file_name": next(folder.glob(f"{k.removesuffix('_file_name')}*.onnx")).name
+            for k in ("encoder", "decoder", "decoder_with_past")
+        }
         files = {k: v for k, v in files.items()}
-        return _torch_engine(lambda p: ORTModelForSeq2SeqLM.from_pretrained(p, session_options=options, **files),
-                             folder)
+        return _torch_engine(
+            lambda p: ORTModelForSeq2SeqLM.from_pretrained(p, session_options=options, **files), folder
+        )
     if name.startswith("ctranslate2"):
         import ctranslate2
 
-        translator = ctranslate2.Translator(str(CACHE / name.replace("ctranslate2", "ct2")), device="cpu",
-                                            intra_threads=THREADS, inter_threads=1)
+        translator = ctranslate2.Translator(
+            str(CACHE / name.replace("ctranslate2", "ct2")), device="cpu", intra_threads=THREADS, inter_threads=1
+        )
         vocab = json.loads((CACHE / "model" / "vocab.json").read_text())
         pieces = {i: p for p, i in vocab.items()}
 
         def run_ct2(batch: list[list[int]]) -> None:
             tokens = [[pieces[i] for i in s] for s in batch]
-            translator.translate_batch(tokens, beam_size=BEAMS, max_batch_size=len(batch),
-                                       min_decoding_length=NEW_TOKENS, max_decoding_length=NEW_TOKENS)
+            translator.translate_batch(
+                tokens,
+                beam_size=BEAMS,
+                max_batch_size=len(batch),
+                min_decoding_length=NEW_TOKENS,
+                max_decoding_length=NEW_TOKENS,
+            )
 
         return run_ct2
     from worker.engine.translator import Translator
 
     translator = Translator(CACHE / "ours", precision=name.split("-")[1], threads=THREADS)
     options = translator.options(beam_size=BEAMS, min_new_tokens=NEW_TOKENS, max_new_tokens=NEW_TOKENS)
-    return lambda batch: translator.generate_ids(batch, options) and None
+
+    def run_ours(batch: list[list[int]]) -> None:
+        translator.generate_ids(batch, options)
+
+    return run_ours
 
 
 def measure(name: str) -> dict[str, float | str]:
@@ -202,18 +245,23 @@ def measure(name: str) -> dict[str, float | str]:
 
 def table(rows: list[dict]) -> str:
     base = next((r["tokens_per_s"] for r in rows if r["engine"] == "pytorch"), None)
-    lines = ["| engine | sentences/s | target tokens/s | vs PyTorch | peak RSS MiB | latency p50 ms | p95 ms |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| engine | sentences/s | target tokens/s | vs PyTorch | peak RSS MiB | latency p50 ms | p95 ms |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         ratio = f"{r['tokens_per_s'] / base:.2f}x" if base else "n/a"
-        lines.append(f"| {r['engine']} | {r['sentences_per_s']:.2f} | {r['tokens_per_s']:.0f} | {ratio} | "
-                     f"{r['peak_rss_mib']:.0f} | {r['latency_p50_ms']:.0f} | {r['latency_p95_ms']:.0f} |")
+        lines.append(
+            f"| {r['engine']} | {r['sentences_per_s']:.2f} | {r['tokens_per_s']:.0f} | {ratio} | "
+            f"{r['peak_rss_mib']:.0f} | {r['latency_p50_ms']:.0f} | {r['latency_p95_ms']:.0f} |"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.engine", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.engine", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
     p.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
     p.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one engine in this process
@@ -226,8 +274,9 @@ def main() -> None:
     rows = []
     for name in args.engines:
         print(f"[bench] {name}", file=sys.stderr, flush=True)
-        done = subprocess.run([sys.executable, "-m", "benchmarks.engine", "--one", name], capture_output=True,
-                              text=True, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks.engine", "--one", name], capture_output=True, text=True, check=False
+        )
         if done.returncode != 0:
             print(done.stderr[-2000:], file=sys.stderr)
             continue
@@ -242,8 +291,10 @@ def _write(text: str) -> None:
     path = Path("BENCHMARKS.md")
     start, end = "<!-- engine:start -->", "<!-- engine:end -->"
     body = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = (f"{start}\n`python -m benchmarks.engine` on {platform.processor() or platform.machine()}, "
-             f"{THREADS} threads, {time.strftime('%Y-%m-%d')}:\n\n{text}\n{end}")
+    block = (
+        f"{start}\n`python -m benchmarks.engine` on {platform.processor() or platform.machine()}, "
+        f"{THREADS} threads, {time.strftime('%Y-%m-%d')}:\n\n{text}\n{end}"
+    )
     if start in body:
         body = body[: body.index(start)] + block + body[body.index(end) + len(end) :]
     else:
