@@ -87,7 +87,10 @@ def _save_model(model_dir: Path) -> None:
     pieces += [f"▁w{i}" for i in range(VOCAB - 1 - len(pieces))] + ["<pad>"]
     model_dir.mkdir(parents=True, exist_ok=True)
     (tiny / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)}, ensure_ascii=False))
-    MarianTokenizer.from_pretrained(tiny).save_pretrained(model_dir)
+    # Built from the files, not from_pretrained: the saved tokenizer_config pins the old <pad> id.
+    MarianTokenizer(str(tiny / "source.spm"), str(tiny / "target.spm"), str(tiny / "vocab.json")).save_pretrained(
+        model_dir
+    )
     config = MarianConfig(
         vocab_size=VOCAB,
         d_model=512,

@@ -23,7 +23,7 @@ import onnx
 
 from export_tools import architectures, precision
 from export_tools.architectures import Architecture, ExportError
-from export_tools.export import OPSET, export_fp32
+from export_tools.export import OPSET, export_fp32, reorder_graph
 from export_tools.weights import save_shared
 from worker.artifact import MANIFEST, file_entries
 
@@ -159,6 +159,7 @@ def write_precisions(fp32: dict[str, onnx.ModelProto], wanted: Sequence[str], ro
                 "encoder": precision.to_fp16(fp32["encoder"], []),
                 "decoder": precision.to_fp16(fp32["decoder"], ["logits", "top_logprobs", "top_ids", "top_k_slots"]),
             }
+        models["reorder"] = reorder_graph(models["decoder"])
         io = {k: _graph_io(m) for k, m in models.items()}
         ops = {k: precision.quantization_summary(m) for k, m in models.items()}
         sizes = save_shared(models, root / name)

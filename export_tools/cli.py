@@ -66,6 +66,11 @@ def cmd_demo(args: argparse.Namespace) -> None:
     args.src, args.revision, args.skip_parity = str(DEMO_CHECKPOINT), None, False
     args.dev_set = args.dev_set or str(DEMO_DEV_SET)
     cmd_build(args)
+    # The training run's held-out figures (greedy, fp32) sit beside the gate's in the report.
+    report_path = Path(args.out) / "report.json"
+    report = json.loads(report_path.read_text())
+    report["demo_training"] = json.loads((DEMO_CHECKPOINT / "train_report.json").read_text())
+    report_path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
 
 
 def _gate_options(p: argparse.ArgumentParser) -> None:

@@ -27,6 +27,27 @@ def _layer_shape(model: Any) -> tuple[int, int, int]:
     return c.decoder_layers, c.decoder_attention_heads, c.d_model // c.decoder_attention_heads
 
 
+def reorder_graph(decoder: onnx.ModelProto) -> onnx.ModelProto:
+    """``rows (M,), past.* (N, H, P, D) -> reordered.* (M, H, P, D)``: beam reordering on the device.
+
+    The worker runs it under IO binding (CUDA), so the self-attention cache never leaves the GPU
+    when beams move; on CPU plain numpy indexing does the same job.
+    """
+    from onnx import helper
+
+    past = [i for i in decoder.graph.input if i.name.startswith("past.")]
+    dims = ["rows", "heads", "past", "head_size"]
+    nodes, inputs, outputs = [], [helper.make_tensor_value_info("rows", onnx.TensorProto.INT64, ["kept"])], []
+    for value in past:
+        elem = value.type.tensor_type.elem_type
+        out = value.name.replace("past.", "reordered.", 1)
+        inputs.append(helper.make_tensor_value_info(value.name, elem, dims))
+        outputs.append(helper.make_tensor_value_info(out, elem, ["kept", *dims[1:]]))
+        nodes.append(helper.make_node("Gather", [value.name, "rows"], [out], axis=0))
+    graph = helper.make_graph(nodes, "reorder", inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
 def _trace(module: torch.nn.Module, args: tuple, path: Path, inputs: list[str], outputs: list[str], axes: dict) -> None:
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # tracer warnings about shape arithmetic are expected here

@@ -32,8 +32,15 @@ class EncoderState:
 
 
 class Inference:
-    def __init__(self, encoder: ort.InferenceSession, decoder: ort.InferenceSession, *, io_binding: bool = False):
-        self.encoder, self.decoder = encoder, decoder
+    def __init__(
+        self,
+        encoder: ort.InferenceSession,
+        decoder: ort.InferenceSession,
+        *,
+        io_binding: bool = False,
+        reorder: ort.InferenceSession | None = None,
+    ):
+        self.encoder, self.decoder, self.reorder_session = encoder, decoder, reorder
         inputs = decoder.get_inputs()
         self.cross_names = [i.name for i in inputs if i.name.startswith("cross.")]
         self.past_names = [i.name for i in inputs if i.name.startswith("past.")]
@@ -100,11 +107,15 @@ class Inference:
         """Self-attention cache rows follow their beams; nothing is copied when no beam moved."""
         if len(rows) == self._rows(past[0]) and np.array_equal(rows, np.arange(len(rows))):
             return past
+        if self.bound and self.reorder_session is not None:  # on the device, through the reorder graph
+            outputs = [name.replace("past.", "reordered.", 1) for name in self.past_names]
+            feeds = dict(zip(self.past_names, past))
+            return self._run_bound(self.reorder_session, {"rows": rows.astype(np.int64)}, feeds, [], outputs)[1]
         return [self._wrap(self._host(p)[rows]) for p in past]
 
     def expand(self, past: Cache, beams: int) -> Cache:
         """One row per sentence -> ``beams`` identical rows (after step 0)."""
-        return [self._wrap(np.repeat(self._host(p), beams, axis=0)) for p in past]
+        return self.reorder(past, np.repeat(np.arange(self._rows(past[0])), beams))
 
     def select(self, state: EncoderState, sentences: np.ndarray) -> EncoderState:
         """Keep only the given sentences (when others have finished); cross K/V are never copied per step."""

@@ -60,7 +60,13 @@ class SessionPool:
         make = lambda name: make_session(  # noqa: E731
             self.artifact.graph(self.precision, name), device=self.device, threads=self.threads
         )
-        return Inference(make("encoder"), make("decoder"), io_binding=self.io_binding)
+        bound = self.io_binding or self.device == "cuda"
+        reorder = (
+            make("reorder")
+            if bound and "reorder" in self.artifact.manifest["precisions"][self.precision]["graphs"]
+            else None
+        )
+        return Inference(make("encoder"), make("decoder"), io_binding=self.io_binding, reorder=reorder)
 
     @contextmanager
     def acquire(self) -> Iterator[Inference]:
