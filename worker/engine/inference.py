@@ -6,8 +6,9 @@ Shapes: ``tokens (rows, T)`` with rows = sentences * beams; ``cross`` per layer 
 Two ways to call the sessions, behind one interface:
 * plain ``run`` with numpy arrays (CPU);
 * IO binding (``io_binding=True``; always on CUDA): cross and self-attention K/V are OrtValues on the
-  sessions' device, bound as the next step's inputs without a round trip through host memory; only
-  token ids go in and the top-k candidates come out through host memory.
+  sessions' device, bound as the next step's inputs without a round trip through host memory, and
+  reordered there by the artifact's reorder graph; only token ids go in and the top-k candidates
+  come out through host memory.
 """
 
 from __future__ import annotations
