@@ -91,3 +91,32 @@ def test_max_length_ratio_caps_new_tokens(artifacts) -> None:
     translator = Translator(artifacts["marian"], precision="fp32")
     out = translator.translate_batch(["Tom"], translator.options(beam_size=1, min_new_tokens=0, max_length_ratio=1.0))
     assert len(out[0].tokens) <= len(translator.tokenizer.encode("Tom"))
+
+
+def test_blank_input_never_touches_the_model(artifacts) -> None:
+    translator = Translator(artifacts["marian"], precision="fp32")
+    assert [t.text for t in translator.translate_batch(["", " \n\t "])] == ["", ""]
+    assert translator.pool._pid is None  # no session was ever created
+
+
+def test_sessions_are_created_after_fork_in_the_child(artifacts) -> None:
+    import multiprocessing
+
+    translator = Translator(artifacts["marian"], precision="fp32")
+    assert translator.pool._pid is None  # building a Translator creates no session in the parent
+    expected = translator.translate_batch(["Tom has 3 apples."], translator.options(beam_size=2))[0].tokens
+    context = multiprocessing.get_context("fork")  # what Celery's prefork pool does: the child inherits it
+    results = context.Queue()
+    process = context.Process(target=_translate_in_child, args=(translator, results))
+    process.start()
+    child = results.get(timeout=60)
+    process.join(timeout=60)
+    assert child["tokens"] == expected
+    assert child["pid"] != translator.pool._pid and child["pool_pid"] == child["pid"]
+
+
+def _translate_in_child(translator: Translator, results) -> None:
+    import os
+
+    tokens = translator.translate_batch(["Tom has 3 apples."], translator.options(beam_size=2))[0].tokens
+    results.put({"tokens": tokens, "pid": os.getpid(), "pool_pid": translator.pool._pid})
