@@ -162,19 +162,27 @@ class Translator:
         self._forced_bos(options)  # a bad target language fails before any work
         out = [Translation("", [], 0.0) for _ in sentences]
         todo = [i for i, s in enumerate(sentences) if s.strip()]
-        sources = [self._fit(self.tokenizer.encode(sentences[i])) for i in todo]
+        fitted = [self._fit(self.tokenizer.encode(sentences[i])) for i in todo]
+        results = self.search([source for source, _ in fitted], options)
+        for i, result, (_, truncated) in zip(todo, results, fitted):
+            out[i] = self._translation(result, truncated)
+        return out
+
+    def search(self, sources: Sequence[list[int]], options: DecodingOptions) -> list[SearchResult]:
+        """Token-budget batches over the session pool; results in the order of ``sources``."""
         batches = plan_batches(
-            [len(s) for s, _ in sources],
+            [len(s) for s in sources],
             max_tokens=self.max_tokens,
             beams=options.beam_size,
             target_estimate=lambda n: min(options.max_new_tokens, 2 * n),
         )
-        run = lambda batch: self._run(batch, [sources[i][0] for i in batch.indices], options)  # noqa: E731
+        results: list[SearchResult] = [SearchResult() for _ in sources]
+        run = lambda batch: self._run(batch, [sources[i] for i in batch.indices], options)  # noqa: E731
         with ThreadPoolExecutor(max_workers=self.sessions) as workers:
-            for batch, results in zip(batches, workers.map(run, batches)):
-                for i, result in zip(batch.indices, results):
-                    out[todo[i]] = self._translation(result, sources[i][1])
-        return out
+            for batch, found in zip(batches, workers.map(run, batches)):
+                for i, result in zip(batch.indices, found):
+                    results[i] = result
+        return results
 
     def _run(self, batch: Batch, sources: list[list[int]], options: DecodingOptions) -> list[SearchResult]:
         if options.max_length_ratio is not None:
