@@ -120,3 +120,24 @@ def _translate_in_child(translator: Translator, results) -> None:
 
     tokens = translator.translate_batch(["Tom has 3 apples."], translator.options(beam_size=2))[0].tokens
     results.put({"tokens": tokens, "pid": os.getpid(), "pool_pid": translator.pool._pid})
+
+
+def test_several_hypotheses_come_back_best_first_with_their_text(artifacts) -> None:
+    translator = Translator(artifacts["marian"], precision="fp32")
+    (out,) = translator.translate_batch(["Tom has 3 apples."], translator.options(beam_size=4, num_hypotheses=3))
+    assert len(out.hypotheses) == 3
+    assert out.hypotheses[0].text == out.text and out.hypotheses[0].tokens == out.tokens
+    scores = [h.score for h in out.hypotheses]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_cuda_without_the_cuda_provider_logs_and_runs_on_cpu(artifacts, caplog) -> None:
+    import onnxruntime
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("this machine has CUDA: the fallback cannot happen")
+    translator = Translator(artifacts["marian"], device="cuda", precision="fp32")
+    with caplog.at_level("WARNING"):
+        out = translator.translate_batch(["Tom has 3 apples."], translator.options(beam_size=2))
+    assert out[0].tokens
+    assert "no CUDAExecutionProvider" in caplog.text and "running on CPU" in caplog.text

@@ -15,7 +15,7 @@ from pathlib import Path
 from worker.artifact import Artifact
 from worker.engine.batching import Batch, plan_batches
 from worker.engine.inference import Inference, pad_batch
-from worker.engine.search import DecodingOptions, Hypothesis, SearchResult, Vocabulary, generate
+from worker.engine.search import DecodingOptions, SearchResult, Vocabulary, generate
 from worker.engine.sessions import make_session
 from worker.tokenizer import Tokenizer
 
@@ -23,11 +23,22 @@ MAX_TOKENS = 4096  # default token budget of one batch (source + beams * target 
 
 
 @dataclass
-class Translation:
+class Alternative:
+    """One hypothesis of a sentence: its text, generated ids (EOS included) and search score."""
+
     text: str
     tokens: list[int]
     score: float
-    hypotheses: list[Hypothesis] = field(default_factory=list)
+
+
+@dataclass
+class Translation:
+    """The best hypothesis first in ``hypotheses`` (``num_hypotheses`` of them), and the sentence's flags."""
+
+    text: str
+    tokens: list[int]
+    score: float
+    hypotheses: list[Alternative] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)  # "truncated_input", "length_limit"
 
 
@@ -199,6 +210,7 @@ class Translator:
         return source[: self.max_positions - 1] + source[-1:], True
 
     def _translation(self, result: SearchResult, truncated: bool) -> Translation:
-        best = result.hypotheses[0]
+        alternatives = [Alternative(self.tokenizer.decode(h.tokens), h.tokens, h.score) for h in result.hypotheses]
+        best = alternatives[0]
         flags = (["truncated_input"] if truncated else []) + (["length_limit"] if result.hit_length_limit else [])
-        return Translation(self.tokenizer.decode(best.tokens), best.tokens, best.score, result.hypotheses, flags)
+        return Translation(best.text, best.tokens, best.score, alternatives, flags)
