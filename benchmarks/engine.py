@@ -181,11 +181,8 @@ def engine(name: str) -> Callable[[list[list[int]]], None]:
         options.intra_op_num_threads = THREADS
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         folder = CACHE / name
-        files = {
-            f"{k}_file_name": next(folder.glob(f"{k.removesuffix('_file_name')}*.onnx")).name
-            for k in ("encoder", "decoder", "decoder_with_past")
-        }
-        files = {k: v for k, v in files.items()}
+        suffix = "_quantized" if name.endswith("int8") else ""
+        files = {f"{k}_file_name": f"{k}_model{suffix}.onnx" for k in ("encoder", "decoder", "decoder_with_past")}
         return _torch_engine(
             lambda p: ORTModelForSeq2SeqLM.from_pretrained(p, session_options=options, **files), folder
         )
@@ -216,7 +213,7 @@ def engine(name: str) -> Callable[[list[list[int]]], None]:
         return run_ct2
     from worker.engine.translator import Translator
 
-    translator = Translator(CACHE / "ours", precision=name.split("-")[1], threads=THREADS, max_tokens=16384)
+    translator = Translator(CACHE / "ours", precision=name.split("-")[1], threads=THREADS)
     options = translator.options(beam_size=BEAMS, min_new_tokens=NEW_TOKENS, max_new_tokens=NEW_TOKENS)
     by_budget = name.endswith("-budget")
 
