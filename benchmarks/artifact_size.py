@@ -3,7 +3,7 @@
     python -m benchmarks.artifact_size
 
 d_model 512, 6+6 layers, 8 heads, ffn 2048, vocab 65001, shared embeddings (the shape of
-Helsinki-NLP/opus-mt-en-zh), random weights, the tiny Marian tokenizer. Prints the bytes each
+Helsinki-NLP/opus-mt-en-zh), random weights: the model of ``benchmarks.engine``. Prints the bytes each
 precision stores against the parameters the model really has; optimum's exporter writes 890 MiB
 of fp32 files for this shape (encoder 200 + decoder 351 + decoder-with-past 339 MiB).
 """
@@ -18,44 +18,14 @@ OPTIMUM_FP32_MIB = 890
 
 
 def main() -> None:
-    import torch
-    from transformers import GenerationConfig, MarianConfig, MarianMTModel
+    from transformers import MarianMTModel
 
+    from benchmarks.engine import opus_shape_model
     from export_tools.build import build
-    from export_tools.fixtures.tiny import build_tiny
 
     with tempfile.TemporaryDirectory() as tmp:
-        src = build_tiny("marian", Path(tmp) / "src")
-        config = MarianConfig(
-            vocab_size=65001,
-            d_model=512,
-            encoder_layers=6,
-            decoder_layers=6,
-            encoder_attention_heads=8,
-            decoder_attention_heads=8,
-            encoder_ffn_dim=2048,
-            decoder_ffn_dim=2048,
-            max_position_embeddings=512,
-            pad_token_id=65000,
-            eos_token_id=0,
-            decoder_start_token_id=65000,
-            forced_eos_token_id=0,
-            activation_function="swish",
-            scale_embedding=True,
-            share_encoder_decoder_embeddings=True,
-        )
-        torch.manual_seed(0)
-        model = MarianMTModel(config)
-        model.generation_config = GenerationConfig(
-            num_beams=4,
-            max_length=512,
-            bad_words_ids=[[65000]],
-            pad_token_id=65000,
-            eos_token_id=0,
-            decoder_start_token_id=65000,
-            forced_eos_token_id=0,
-        )
-        model.save_pretrained(src)
+        src = opus_shape_model(Path(tmp) / "model")
+        model = MarianMTModel.from_pretrained(src)
         params = sum(p.numel() for p in {p.data_ptr(): p for p in model.parameters()}.values())
         manifest = build(str(src), Path(tmp) / "artifact", ["fp32", "int8"])
         mib = 1 << 20

@@ -61,7 +61,7 @@ def prepare() -> None:
     """The random model as a save_pretrained dir with a 65001-entry vocabulary, and its conversions."""
     model_dir = CACHE / "model"
     if not (model_dir / "model.safetensors").exists():
-        _save_model(model_dir)
+        opus_shape_model(model_dir)
     if not (CACHE / "ours" / "manifest.json").exists():
         from export_tools.build import build
 
@@ -76,13 +76,14 @@ def prepare() -> None:
         _optimum_export(model_dir)
 
 
-def _save_model(model_dir: Path) -> None:
+def opus_shape_model(model_dir: Path) -> Path:
+    """Save the random opus-mt-en-zh-shaped Marian (seed 0) with a 65001-entry vocabulary."""
     import torch
     from transformers import GenerationConfig, MarianConfig, MarianMTModel, MarianTokenizer
 
     from export_tools.fixtures.tiny import build_tiny
 
-    tiny = build_tiny("marian", CACHE / "tiny", force=True)
+    tiny = build_tiny("marian", model_dir.parent / f"{model_dir.name}-tiny", force=True)
     tokenizer = MarianTokenizer.from_pretrained(tiny)
     pieces = [p for p in tokenizer.get_vocab() if p != "<pad>"]  # the tiny vocabulary; <pad> goes last
     pieces += [f"▁w{i}" for i in range(VOCAB - 1 - len(pieces))] + ["<pad>"]
@@ -122,6 +123,7 @@ def _save_model(model_dir: Path) -> None:
         forced_eos_token_id=0,
     )
     model.save_pretrained(model_dir)
+    return model_dir
 
 
 def _optimum_export(model_dir: Path) -> None:
