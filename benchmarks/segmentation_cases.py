@@ -1,0 +1,55 @@
+"""A labelled sentence-segmentation set: one line of text and the sentences it holds.
+
+Covers what breaks naive splitters: abbreviations and titles, initials, decimals and prices, times,
+URLs and e-mail addresses, quotes and brackets, ellipses, list markers, and lines without final
+punctuation. Used by ``python -m benchmarks.segmenters`` to choose the segmenter and by the tests.
+"""
+
+CASES: list[tuple[str, list[str]]] = [
+    ("Tom has 3 apples. Anna has 5 pears.", ["Tom has 3 apples.", "Anna has 5 pears."]),
+    ("Dr. Chen will arrive in Beijing. He is late.", ["Dr. Chen will arrive in Beijing.", "He is late."]),
+    ("Mr. Smith and Mrs. Zhang met Prof. Liu today.", ["Mr. Smith and Mrs. Zhang met Prof. Liu today."]),
+    ("The U.S. economy grew. Exports rose.", ["The U.S. economy grew.", "Exports rose."]),
+    ("Bring fruit, e.g. apples or pears. Do not be late.", ["Bring fruit, e.g. apples or pears.", "Do not be late."]),
+    ("Use a pen, i.e. not a pencil. Thanks.", ["Use a pen, i.e. not a pencil.", "Thanks."]),
+    ("We sell cups, plates, etc. Come and see.", ["We sell cups, plates, etc.", "Come and see."]),
+    ("It costs $4.50. That is cheap.", ["It costs $4.50.", "That is cheap."]),
+    ("Prices fell by 2.5% in 2023. Sales rose.", ["Prices fell by 2.5% in 2023.", "Sales rose."]),
+    ("The total is 1,234.56 yuan. Pay now.", ["The total is 1,234.56 yuan.", "Pay now."]),
+    ("The train leaves at 9:30 a.m. every day.", ["The train leaves at 9:30 a.m. every day."]),
+    (
+        "Visit https://example.com/a.b/c.html today. It is free.",
+        ["Visit https://example.com/a.b/c.html today.", "It is free."],
+    ),
+    (
+        "Write to info@example.co.uk for help. We answer fast.",
+        ["Write to info@example.co.uk for help.", "We answer fast."],
+    ),
+    ('He said "Stop." Then he left.', ['He said "Stop."', "Then he left."]),
+    ('"Is it open?" she asked.', ['"Is it open?" she asked.']),
+    ("The shop (open since 1990.) is closed. Sorry.", ["The shop (open since 1990.) is closed.", "Sorry."]),
+    ("Wait... the price changed. Check again.", ["Wait... the price changed.", "Check again."]),
+    ("Is the car new? Yes! It is.", ["Is the car new?", "Yes!", "It is."]),
+    ("J. K. Rowling wrote seven books. They sold well.", ["J. K. Rowling wrote seven books.", "They sold well."]),
+    ("Acme Inc. sold 300 phones. Profits rose.", ["Acme Inc. sold 300 phones.", "Profits rose."]),
+    ("Room No. 5 is on the left. Go there.", ["Room No. 5 is on the left.", "Go there."]),
+    ("He lives in St. Louis. She lives in Rome.", ["He lives in St. Louis.", "She lives in Rome."]),
+    ("Shipping Information", ["Shipping Information"]),
+    ("1. Open the box. 2. Take out the phone.", ["1. Open the box.", "2. Take out the phone."]),
+    ("- Free delivery on all orders", ["- Free delivery on all orders"]),
+    ("The meeting starts at 9 am. Please be on time.", ["The meeting starts at 9 am.", "Please be on time."]),
+    ("It weighs 2.5 kg. It is heavy.", ["It weighs 2.5 kg.", "It is heavy."]),
+    ("Version 2.0.1 is out. Update now.", ["Version 2.0.1 is out.", "Update now."]),
+    ("Call me at 555-1234. Or e-mail me.", ["Call me at 555-1234.", "Or e-mail me."]),
+    ("Good morning! How are you? I am fine.", ["Good morning!", "How are you?", "I am fine."]),
+    ("The temperature is -5 degrees. Wear a coat.", ["The temperature is -5 degrees.", "Wear a coat."]),
+    ("See Fig. 3 for details. It shows the trend.", ["See Fig. 3 for details.", "It shows the trend."]),
+    ("Order now: only 3 left.", ["Order now: only 3 left."]),
+    ("Sales rose in Jan. and Feb. of this year.", ["Sales rose in Jan. and Feb. of this year."]),
+    ("He paid €20. She paid £15. They left.", ["He paid €20.", "She paid £15.", "They left."]),
+    ("The U.K. and the U.S. signed it. Trade grew.", ["The U.K. and the U.S. signed it.", "Trade grew."]),
+    ("Thank you very much", ["Thank you very much"]),
+    ("Delivery is free.Payment is due today.", ["Delivery is free.", "Payment is due today."]),
+    ("The price is 5 dollars (about 36 yuan). It is fair.", ["The price is 5 dollars (about 36 yuan).", "It is fair."]),
+    ("Peter asked, 'Where is the bank?' Nobody knew.", ["Peter asked, 'Where is the bank?'", "Nobody knew."]),
+]

@@ -1,0 +1,1 @@
+"""Documents: segmentation, windows (plan, stitch), degeneration checks."""
