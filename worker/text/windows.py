@@ -1,0 +1,70 @@
+"""Pack a document's sentences into overlapping windows under a source-token budget.
+
+A window translates the sentences ``[first, last)`` it is *responsible* for and shows the model up
+to ``overlap`` preceding sentences (and ``after`` following ones) as context. Every sentence is
+responsible in exactly one window, windows follow the document order, and a window's responsible
+and context tokens together stay within ``budget`` whenever each sentence alone does (longer
+sentences are split before planning; a sentence that still exceeds the budget gets a window of its
+own and no context).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Window:
+    doc_id: str
+    first: int  # first sentence this window is responsible for
+    last: int  # one past the last responsible sentence
+    context_before: int  # sentences before ``first`` shown as context
+    context_after: int = 0  # sentences from ``last`` on shown as context
+
+    @property
+    def start(self) -> int:
+        """First sentence the model sees."""
+        return self.first - self.context_before
+
+    @property
+    def end(self) -> int:
+        """One past the last sentence the model sees."""
+        return self.last + self.context_after
+
+
+def plan_windows(doc_id: str, tokens: Sequence[int], *, budget: int, overlap: int = 0, after: int = 0) -> list[Window]:
+    """Windows over sentences with ``tokens[i]`` source tokens each."""
+    if budget < 1 or overlap < 0 or after < 0:
+        raise ValueError(f"need budget >= 1 and overlap, after >= 0; got {budget}, {overlap}, {after}")
+    windows: list[Window] = []
+    first = 0
+    while first < len(tokens):
+        before = _context_before(tokens, first, overlap, budget)
+        used = sum(tokens[first - before : first])
+        last = first + 1
+        used += tokens[first]
+        while last < len(tokens) and used + tokens[last] <= budget:
+            used += tokens[last]
+            last += 1
+        windows.append(Window(doc_id, first, last, before, _context_after(tokens, last, after, budget - used)))
+        first = last
+    return windows
+
+
+def _context_before(tokens: Sequence[int], first: int, overlap: int, budget: int) -> int:
+    """As many of the ``overlap`` preceding sentences as leave room for sentence ``first``."""
+    room = budget - tokens[first]
+    count = 0
+    while count < min(overlap, first) and tokens[first - count - 1] <= room:
+        room -= tokens[first - count - 1]
+        count += 1
+    return count
+
+
+def _context_after(tokens: Sequence[int], last: int, after: int, room: int) -> int:
+    count = 0
+    while count < after and last + count < len(tokens) and tokens[last + count] <= room:
+        room -= tokens[last + count]
+        count += 1
+    return count
