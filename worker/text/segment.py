@@ -54,15 +54,15 @@ def _line_spans(line: str) -> list[tuple[int, int]]:
         cursor = 0
         for sentence in _segmenter().segment(piece):
             stripped = sentence.strip()
-            if not stripped:
+            found = piece.find(stripped, cursor) if stripped else -1
+            if found < 0:
                 continue
-            start = piece.find(stripped, cursor)
-            if start < 0:  # the segmenter altered the text: keep the rest of the piece whole
-                start = _first_non_space(piece, cursor)
-                spans.append((piece_start + start, piece_start + len(piece.rstrip())))
-                break
-            cursor = start + len(stripped)
-            spans.append((piece_start + start, piece_start + cursor))
+            begin = _first_non_space(piece, cursor)  # text the segmenter skipped joins this sentence
+            cursor = found + len(stripped)
+            spans.append((piece_start + begin, piece_start + cursor))
+        rest = _first_non_space(piece, cursor)
+        if rest < len(piece):  # text the segmenter dropped or altered becomes the last sentence
+            spans.append((piece_start + rest, piece_start + len(piece.rstrip())))
     return spans
 
 
