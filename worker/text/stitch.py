@@ -1,0 +1,69 @@
+"""Map window translations back to the sentences each window is responsible for, and rebuild layout.
+
+Stitching by alignment: a window's output is split after sentence-final punctuation; when it has
+exactly as many sentences as the window showed, the context sentences' translations are dropped and
+the responsible ones kept. Otherwise the caller translates the responsible sentences again without
+context (counted as ``restitched``), so a sentence's translation never appears twice or not at all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from worker.text.segment import Sentence
+from worker.text.windows import Window
+
+# A target sentence ends after these, plus any closing quotes or brackets that follow.
+_TARGET_END = re.compile(r"[。！？!?…]+[”’」』）)\]\"']*|\.[”’\"')\]]*(?=\s|$)")
+_CJK = re.compile(r"[\u3000-\u303f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+
+
+def split_target(text: str) -> list[str]:
+    """Sentences of a translation, each keeping its final punctuation."""
+    pieces, start = [], 0
+    for match in _TARGET_END.finditer(text):
+        piece = text[start : match.end()].strip()
+        if piece:
+            pieces.append(piece)
+        start = match.end()
+    tail = text[start:].strip()
+    return [*pieces, tail] if tail else pieces
+
+
+def stitch(window: Window, translation: str) -> list[str] | None:
+    """Translations of the window's responsible sentences, or None when the output does not align."""
+    shown = window.end - window.start
+    sentences = split_target(translation)
+    if shown == window.last - window.first == 1:
+        return [translation.strip()]
+    if len(sentences) != shown:
+        return None
+    return sentences[window.context_before : window.context_before + window.last - window.first]
+
+
+def join(left: str, right: str) -> str:
+    """Two adjacent sentence translations as the target language writes them: no space around CJK."""
+    if not left or not right:
+        return left + right
+    if _CJK.match(left[-1]) or _CJK.match(right[0]):
+        return left + right
+    return f"{left} {right}"
+
+
+def assemble(document: str, sentences: Sequence[Sentence], translations: Sequence[str]):
+    """The translated document with the source's line layout, and per-sentence ``(source, target)`` spans."""
+    lines = document.split("\n")
+    out_lines: list[str] = []
+    alignment: list[tuple[tuple[int, int], tuple[int, int]]] = []
+    offset, i = 0, 0
+    for number, line in enumerate(lines):
+        text = line[: len(line) - len(line.lstrip())]  # indentation is kept
+        while i < len(sentences) and sentences[i].line == number:
+            joined = join(text, translations[i]) if text.strip() else text + translations[i]
+            start = offset + len(joined) - len(translations[i])
+            alignment.append(((sentences[i].start, sentences[i].end), (start, start + len(translations[i]))))
+            text, i = joined, i + 1
+        out_lines.append(text)
+        offset += len(text) + 1
+    return "\n".join(out_lines), alignment
