@@ -33,6 +33,6 @@ def test_layout_and_alignment_follow_the_source_lines() -> None:
     sentences = segment(doc)
     text, alignment = assemble(doc, sentences, ["标题", "汤姆有3个苹果。", "安娜走了。", "结束"])
     assert text == "标题\n\n  汤姆有3个苹果。安娜走了。\n结束"
-    for (src, tgt), s in zip(alignment, sentences):
+    for (src, _), s in zip(alignment, sentences):
         assert doc[src[0] : src[1]] == s.text
     assert [text[a:b] for _, (a, b) in alignment] == ["标题", "汤姆有3个苹果。", "安娜走了。", "结束"]
