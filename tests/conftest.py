@@ -38,3 +38,17 @@ def artifact_copy(artifacts: dict[str, Path], tmp_path: Path):
         return Path(shutil.copytree(artifacts[arch], tmp_path / f"{arch}-copy"))
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def demo_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo artifact, built through the CLI exactly as a user builds it."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("demo") / "artifact"
+    result = subprocess.run(
+        [sys.executable, "-m", "export_tools", "demo", "--out", str(out)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out

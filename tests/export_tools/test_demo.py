@@ -7,19 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from export_tools.cli import DEMO_CHECKPOINT, DEMO_DEV_SET
-
-
-@pytest.fixture(scope="module")
-def demo_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("demo") / "artifact"
-    result = subprocess.run(
-        [sys.executable, "-m", "export_tools", "demo", "--out", str(out)], capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return out
 
 
 def test_the_checkpoint_is_small_and_was_trained_to_the_floor() -> None:

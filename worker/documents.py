@@ -1,0 +1,113 @@
+"""Document translation: segment, split what is too long, window, translate every window of every
+document in one engine call, stitch, and rebuild the layout. One result per document, always.
+
+Plan for a batch of documents (pure steps, then one engine call, then pure steps again):
+``segment`` -> ``split_long`` -> ``plan_windows`` -> ``Translator.translate_batch`` (all windows of all
+documents together, so short documents fill batches) -> ``stitch`` (with a context-free retranslation
+of the windows whose output does not align) -> ``assemble``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from worker.engine.search import DecodingOptions
+from worker.engine.translator import Translator
+from worker.text.segment import Sentence, segment
+from worker.text.split import split_long
+from worker.text.stitch import assemble, stitch
+from worker.text.windows import Window, plan_windows
+
+DEFAULT_BUDGET = 128  # source tokens per window (capped by the model's positions)
+
+
+@dataclass
+class DocumentResult:
+    id: str
+    translation: str
+    status: str  # "ok" | "error"
+    error: str | None = None
+    alignment: list[tuple[tuple[int, int], tuple[int, int]]] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # "split", "restitched", "length_limit", ...
+    seconds: float = 0.0
+
+
+@dataclass
+class _Plan:
+    """One document's sentences (split to fit) and windows."""
+
+    id: str
+    text: str
+    sentences: list[Sentence]
+    windows: list[Window]
+    flags: set[str]
+
+
+class DocumentTranslator:
+    def __init__(self, translator: Translator, *, budget: int = DEFAULT_BUDGET, overlap: int = 1):
+        limit = (translator.max_positions or budget + 2) - 2
+        self.translator, self.budget, self.overlap = translator, min(budget, limit), overlap
+
+    def _count(self, text: str) -> int:
+        return len(self.translator.tokenizer.encode(text))
+
+    def plan(self, doc_id: str, text: str) -> _Plan:
+        flags: set[str] = set()
+        sentences: list[Sentence] = []
+        for sentence in segment(text):
+            pieces = split_long(sentence, self._count, self.budget)
+            flags |= {"split"} if len(pieces) > 1 else set()
+            sentences += pieces
+        counts = [self._count(s.text) for s in sentences]
+        return _Plan(
+            doc_id, text, sentences, plan_windows(doc_id, counts, budget=self.budget, overlap=self.overlap), flags
+        )
+
+    def translate(
+        self, documents: Sequence[tuple[str, str]], options: DecodingOptions | None = None
+    ) -> list[DocumentResult]:
+        """``documents`` are ``(id, text)``; a document that fails becomes an error result, never an exception."""
+        started = time.perf_counter()
+        options = options or self.translator.options()
+        plans: list[_Plan | DocumentResult] = []
+        for doc_id, text in documents:
+            try:
+                plans.append(self.plan(doc_id, text))
+            except Exception as err:  # noqa: BLE001 - bad input must not sink the batch
+                plans.append(DocumentResult(doc_id, "", "error", f"{type(err).__name__}: {err}"))
+        jobs = [(p, w) for p in plans if isinstance(p, _Plan) for w in p.windows]
+        outputs = self.translator.translate_batch([_window_text(p, w) for p, w in jobs], options)
+        per_sentence = self._stitched(jobs, [o.text for o in outputs], options)
+        for (plan, _), out in zip(jobs, outputs):
+            plan.flags |= set(out.flags) - {"truncated_input"}
+        elapsed = time.perf_counter() - started
+        return [p if isinstance(p, DocumentResult) else self._result(p, per_sentence, elapsed) for p in plans]
+
+    def _stitched(self, jobs, texts: list[str], options: DecodingOptions) -> dict[tuple[int, int], str]:
+        """(plan id, sentence index) -> translation; windows that do not align are retranslated sentence by sentence."""
+        found: dict[tuple[int, int], str] = {}
+        retry: list[tuple[_Plan, int]] = []
+        for (plan, window), text in zip(jobs, texts):
+            pieces = stitch(window, text)
+            if pieces is None:
+                plan.flags.add("restitched")
+                retry += [(plan, i) for i in range(window.first, window.last)]
+                continue
+            for i, piece in zip(range(window.first, window.last), pieces):
+                found[(id(plan), i)] = piece
+        redone = self.translator.translate_batch([plan.sentences[i].text for plan, i in retry], options)
+        for (plan, i), out in zip(retry, redone):
+            found[(id(plan), i)] = out.text
+        return found
+
+    @staticmethod
+    def _result(plan: _Plan, per_sentence: dict[tuple[int, int], str], seconds: float) -> DocumentResult:
+        translations = [per_sentence[(id(plan), i)] for i in range(len(plan.sentences))]
+        text, alignment = assemble(plan.text, plan.sentences, translations)
+        return DocumentResult(plan.id, text, "ok", None, alignment, sorted(plan.flags), seconds)
+
+
+def _window_text(plan: _Plan, window: Window) -> str:
+    return " ".join(s.text for s in plan.sentences[window.start : window.end])
