@@ -6,6 +6,12 @@
 Each input line is one sentence; each output line its translation (or, with --jsonl, a JSON
 object with the line number, translation, token ids, score and flags). Empty lines give empty
 translations without a model call.
+
+    python -m worker translate --artifact artifacts/demo --documents < docs.jsonl
+
+With --documents each input line is a JSON object {"id": ..., "text": ...} and each output line
+one JSON result: id, translation (layout kept), status (ok/error), error, alignment (source span
+-> target span per sentence), flags and seconds. A bad line becomes an error result.
 """
 
 from __future__ import annotations
@@ -13,8 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from worker.artifact import ArtifactError
+
+if TYPE_CHECKING:
+    from worker.engine.search import DecodingOptions
+    from worker.engine.translator import Translator
 
 BATCH = 32  # sentences per engine call
 
@@ -33,6 +44,8 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--target-language", help="target language code for multilingual models (m2m100/nllb)")
     t.add_argument("--threads", type=int, default=2, help="ONNX Runtime intra-op threads")
     t.add_argument("--jsonl", action="store_true", help="write JSON lines with ids, scores and flags")
+    t.add_argument("--documents", action="store_true", help='read {"id", "text"} JSON lines; write one result each')
+    t.add_argument("--overlap", type=int, default=1, help="context sentences before each window (--documents)")
     return p
 
 
@@ -43,6 +56,9 @@ def translate(args: argparse.Namespace) -> None:
     options = translator.options(
         beam_size=args.beam, max_new_tokens=args.max_new_tokens, target_language=args.target_language
     )
+    if args.documents:
+        translate_documents(translator, options, args.overlap)
+        return
     lines = [line.rstrip("\n") for line in sys.stdin]
     for start in range(0, len(lines), BATCH):
         batch = lines[start : start + BATCH]
@@ -60,6 +76,27 @@ def translate(args: argparse.Namespace) -> None:
             else:
                 print(result.text)
         sys.stdout.flush()
+
+
+def translate_documents(translator: Translator, options: DecodingOptions, overlap: int) -> None:
+    from dataclasses import asdict
+
+    from worker.documents import DocumentResult, DocumentTranslator
+
+    documents = DocumentTranslator(translator, overlap=overlap)
+    for number, line in enumerate(sys.stdin, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            doc_id, text = str(row["id"]), row["text"]
+            if not isinstance(text, str):
+                raise TypeError(f"text must be a string, got {type(text).__name__}")
+            (result,) = documents.translate([(doc_id, text)], options)
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            message = f'line {number}: expected a JSON object with string "id" and "text" ({err})'
+            result = DocumentResult(f"line-{number}", "", "error", message)
+        print(json.dumps(asdict(result), ensure_ascii=False), flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:

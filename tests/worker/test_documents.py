@@ -42,3 +42,21 @@ def test_empty_document_gives_an_empty_ok_result(known) -> None:
     translator, _ = known
     (result,) = DocumentTranslator(translator).translate([("empty", "")])
     assert (result.status, result.translation, result.alignment) == ("ok", "", [])
+
+
+def test_cli_documents_mode_writes_one_result_per_line_and_errors_for_bad_lines(demo_artifact) -> None:
+    import subprocess
+    import sys
+
+    lines = [json.dumps({"id": "a", "text": "Tom has 3 apples.\n\nThe meeting starts at 9 am."}), "not json", ""]
+    result = subprocess.run(
+        [sys.executable, "-m", "worker", "translate", "--artifact", str(demo_artifact), "--documents"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert rows[0]["id"] == "a" and rows[0]["status"] == "ok"
+    assert rows[0]["translation"] == "汤姆有3个苹果。\n\n会议上午9点开始。"
+    assert rows[1]["status"] == "error" and "line 2" in rows[1]["error"]
