@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from worker.engine.search import DecodingOptions
 from worker.engine.translator import Translator
+from worker.text.degeneration import symptoms
 from worker.text.segment import Sentence, segment
 from worker.text.split import split_long
 from worker.text.stitch import assemble, stitch
@@ -80,6 +81,7 @@ class DocumentTranslator:
         jobs = [(p, w) for p in plans if isinstance(p, _Plan) for w in p.windows]
         outputs = self.translator.translate_batch([_window_text(p, w) for p, w in jobs], options)
         per_sentence = self._stitched(jobs, [o.text for o in outputs], options)
+        self._guard(jobs, ["length_limit" in o.flags for o in outputs], per_sentence, options)
         for (plan, _), out in zip(jobs, outputs):
             plan.flags |= set(out.flags) - {"truncated_input"}
         elapsed = time.perf_counter() - started
@@ -101,6 +103,29 @@ class DocumentTranslator:
         for (plan, i), out in zip(retry, redone):
             found[(id(plan), i)] = out.text
         return found
+
+    def _guard(self, jobs, limits: list[bool], found: dict[tuple[int, int], str], options: DecodingOptions) -> None:
+        """Retry sentences that loop, hit the length limit or have an extreme length ratio; keep the better."""
+        suspects = []
+        for (plan, window), limit in zip(jobs, limits):
+            for i in range(window.first, window.last):
+                seen = symptoms(plan.sentences[i].text, found[(id(plan), i)], hit_length_limit=limit)
+                if seen:
+                    suspects.append((plan, i, seen))
+        if not suspects:
+            return
+        stronger = replace(
+            options,
+            beam_size=max(options.beam_size, 4),
+            num_hypotheses=1,
+            no_repeat_ngram_size=options.no_repeat_ngram_size or 3,
+        )
+        redone = self.translator.translate_batch([plan.sentences[i].text for plan, i, _ in suspects], stronger)
+        for (plan, i, before), out in zip(suspects, redone):
+            plan.flags |= {"degenerate", "retried"}
+            after = symptoms(plan.sentences[i].text, out.text, hit_length_limit="length_limit" in out.flags)
+            if len(after) < len(before):
+                found[(id(plan), i)] = out.text
 
     @staticmethod
     def _result(plan: _Plan, per_sentence: dict[tuple[int, int], str], seconds: float) -> DocumentResult:
