@@ -84,7 +84,11 @@ def translate_documents(translator: Translator, options: DecodingOptions, overla
     from worker.documents import DocumentResult, DocumentTranslator
 
     documents = DocumentTranslator(translator, overlap=overlap)
-    for number, line in enumerate(sys.stdin, 1):
+    for number, raw in enumerate(sys.stdin.buffer, 1):
+        try:
+            line, invalid = raw.decode("utf-8"), False
+        except UnicodeDecodeError:  # keep the document: bad bytes become U+FFFD and the result says so
+            line, invalid = raw.decode("utf-8", errors="replace"), True
         if not line.strip():
             continue
         try:
@@ -93,6 +97,7 @@ def translate_documents(translator: Translator, options: DecodingOptions, overla
             if not isinstance(text, str):
                 raise TypeError(f"text must be a string, got {type(text).__name__}")
             (result,) = documents.translate([(doc_id, text)], options)
+            result.flags += ["invalid_utf8"] if invalid else []
         except (json.JSONDecodeError, KeyError, TypeError) as err:
             message = f'line {number}: expected a JSON object with string "id" and "text" ({err})'
             result = DocumentResult(f"line-{number}", "", "error", message)

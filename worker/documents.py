@@ -9,6 +9,7 @@ of the windows whose output does not align) -> ``assemble``.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -22,6 +23,13 @@ from worker.text.stitch import assemble, stitch
 from worker.text.windows import Window, plan_windows
 
 DEFAULT_BUDGET = 128  # source tokens per window (capped by the model's positions)
+MAX_CHARS = 1_000_000  # longest document accepted; a longer one is an error result asking to split it
+# Control and zero-width characters become spaces: offsets stay those of the source text.
+_INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u2028\u2029\u2060\ufeff]")
+
+
+def sanitize(text: str) -> str:
+    return _INVISIBLE.sub(" ", text)
 
 
 @dataclass
@@ -47,15 +55,25 @@ class _Plan:
 
 
 class DocumentTranslator:
-    def __init__(self, translator: Translator, *, budget: int = DEFAULT_BUDGET, overlap: int = 1):
+    def __init__(
+        self, translator: Translator, *, budget: int = DEFAULT_BUDGET, overlap: int = 1, max_chars: int = MAX_CHARS
+    ):
         limit = (translator.max_positions or budget + 2) - 2
         self.translator, self.budget, self.overlap = translator, min(budget, limit), overlap
+        self.max_chars = max_chars
 
     def _count(self, text: str) -> int:
         return len(self.translator.tokenizer.encode(text))
 
     def plan(self, doc_id: str, text: str) -> _Plan:
-        flags: set[str] = set()
+        if len(text) > self.max_chars:
+            raise ValueError(
+                f"document has {len(text):,} characters, more than the limit of {self.max_chars:,}: "
+                "split it into smaller documents"
+            )
+        clean = sanitize(text)
+        flags: set[str] = {"cleaned"} if clean != text else set()
+        text = clean
         sentences: list[Sentence] = []
         for sentence in segment(text):
             pieces = split_long(sentence, self._count, self.budget)
@@ -82,6 +100,7 @@ class DocumentTranslator:
         outputs = self.translator.translate_batch([_window_text(p, w) for p, w in jobs], options)
         per_sentence = self._stitched(jobs, [o.text for o in outputs], options)
         self._guard(jobs, ["length_limit" in o.flags for o in outputs], per_sentence, options)
+        _copy_untranslatable(plans, per_sentence)
         for (plan, _), out in zip(jobs, outputs):
             plan.flags |= set(out.flags) - {"truncated_input"}
         elapsed = time.perf_counter() - started
@@ -132,6 +151,17 @@ class DocumentTranslator:
         translations = [per_sentence[(id(plan), i)] for i in range(len(plan.sentences))]
         text, alignment = assemble(plan.text, plan.sentences, translations)
         return DocumentResult(plan.id, text, "ok", None, alignment, sorted(plan.flags), seconds)
+
+
+def _copy_untranslatable(plans, found: dict[tuple[int, int], str]) -> None:
+    """Sentences of only punctuation, symbols or emoji pass through unchanged: there is nothing to translate."""
+    for plan in plans:
+        if not isinstance(plan, _Plan):
+            continue
+        for i, sentence in enumerate(plan.sentences):
+            if not any(ch.isalnum() for ch in sentence.text):
+                found[(id(plan), i)] = sentence.text
+                plan.flags.add("copied")
 
 
 def _window_text(plan: _Plan, window: Window) -> str:

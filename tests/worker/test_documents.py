@@ -49,14 +49,37 @@ def test_cli_documents_mode_writes_one_result_per_line_and_errors_for_bad_lines(
     import sys
 
     lines = [json.dumps({"id": "a", "text": "Tom has 3 apples.\n\nThe meeting starts at 9 am."}), "not json", ""]
+    data = ("\n".join(lines) + "\n").encode() + b'{"id": "b", "text": "Tom has 3 apples. \xff"}\n'
     result = subprocess.run(
         [sys.executable, "-m", "worker", "translate", "--artifact", str(demo_artifact), "--documents"],
-        input="\n".join(lines) + "\n",
+        input=data,
         capture_output=True,
-        text=True,
     )
     assert result.returncode == 0, result.stderr
-    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    rows = [json.loads(line) for line in result.stdout.decode().splitlines()]
     assert rows[0]["id"] == "a" and rows[0]["status"] == "ok"
     assert rows[0]["translation"] == "汤姆有3个苹果。\n\n会议上午9点开始。"
     assert rows[1]["status"] == "error" and "line 2" in rows[1]["error"]
+    assert rows[2]["id"] == "b" and rows[2]["status"] == "ok" and "invalid_utf8" in rows[2]["flags"]
+
+
+def test_bad_input_gets_a_clear_status_and_loses_nothing(known) -> None:
+    translator, _ = known
+    documents = DocumentTranslator(translator, max_chars=10_000)
+    results = documents.translate(
+        [
+            ("ctrl", "Tom has 3 apples.\x00\u200b The meeting starts at 9 am."),
+            ("emoji", "🙂🙂 !!!"),
+            ("markup", "<b>Tom has 3 apples.</b>\n# Where is the park?"),
+            ("huge", "Tom has 3 apples. " * 1_000),
+            ("fine", "Tom has 3 apples."),
+        ]
+    )
+    by_id = {r.id: r for r in results}
+    assert [r.id for r in results] == ["ctrl", "emoji", "markup", "huge", "fine"]
+    assert by_id["ctrl"].status == "ok" and "cleaned" in by_id["ctrl"].flags
+    assert by_id["ctrl"].translation == "汤姆有3个苹果。会议上午9点开始。"
+    assert by_id["emoji"].translation == "🙂🙂 !!!" and "copied" in by_id["emoji"].flags
+    assert by_id["markup"].status == "ok" and by_id["markup"].translation.count("\n") == 1
+    assert by_id["huge"].status == "error" and "split it" in str(by_id["huge"].error)
+    assert by_id["fine"].translation == "汤姆有3个苹果。"

@@ -60,7 +60,8 @@ def assemble(document: str, sentences: Sequence[Sentence], translations: Sequenc
     for number, line in enumerate(lines):
         text = line[: len(line) - len(line.lstrip())]  # indentation is kept
         while i < len(sentences) and sentences[i].line == number:
-            joined = join(text, translations[i]) if text.strip() else text + translations[i]
+            touching = i > 0 and sentences[i - 1].end == sentences[i].start  # no gap in the source: none here
+            joined = join(text, translations[i]) if text.strip() and not touching else text + translations[i]
             start = offset + len(joined) - len(translations[i])
             alignment.append(((sentences[i].start, sentences[i].end), (start, start + len(translations[i]))))
             text, i = joined, i + 1
