@@ -46,6 +46,12 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--jsonl", action="store_true", help="write JSON lines with ids, scores and flags")
     t.add_argument("--documents", action="store_true", help='read {"id", "text"} JSON lines; write one result each')
     t.add_argument("--overlap", type=int, default=1, help="context sentences before each window (--documents)")
+    t.add_argument(
+        "--budget",
+        type=int,
+        default=64,
+        help="source tokens per window (--documents); the demo model was trained on up to 4 sentences",
+    )
     return p
 
 
@@ -57,7 +63,7 @@ def translate(args: argparse.Namespace) -> None:
         beam_size=args.beam, max_new_tokens=args.max_new_tokens, target_language=args.target_language
     )
     if args.documents:
-        translate_documents(translator, options, args.overlap)
+        translate_documents(translator, options, args.overlap, args.budget)
         return
     lines = [line.rstrip("\n") for line in sys.stdin]
     for start in range(0, len(lines), BATCH):
@@ -78,12 +84,12 @@ def translate(args: argparse.Namespace) -> None:
         sys.stdout.flush()
 
 
-def translate_documents(translator: Translator, options: DecodingOptions, overlap: int) -> None:
+def translate_documents(translator: Translator, options: DecodingOptions, overlap: int, budget: int) -> None:
     from dataclasses import asdict
 
     from worker.documents import DocumentResult, DocumentTranslator
 
-    documents = DocumentTranslator(translator, overlap=overlap)
+    documents = DocumentTranslator(translator, overlap=overlap, budget=budget)
     for number, raw in enumerate(sys.stdin.buffer, 1):
         try:
             line, invalid = raw.decode("utf-8"), False

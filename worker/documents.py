@@ -22,7 +22,7 @@ from worker.text.split import split_long
 from worker.text.stitch import assemble, stitch
 from worker.text.windows import Window, plan_windows
 
-DEFAULT_BUDGET = 128  # source tokens per window (capped by the model's positions)
+DEFAULT_BUDGET = 64  # source tokens per window (capped by the model's positions); ~4 demo-domain sentences
 MAX_CHARS = 1_000_000  # longest document accepted; a longer one is an error result asking to split it
 # Control and zero-width characters become spaces: offsets stay those of the source text.
 _INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u2028\u2029\u2060\ufeff]")
