@@ -75,7 +75,6 @@ def tokenizer_framing(arch: Architecture, tokenizer: Any) -> dict[str, Any]:
     The result is checked against the Hugging Face tokenizer at build time (``build.check_tokenizer``).
     """
     probe = tokenizer("a").input_ids
-    pieces = tokenizer.convert_ids_to_tokens(probe)
     body = tokenizer.convert_tokens_to_ids(tokenizer.tokenize("a"))
     start = next(i for i in range(len(probe)) if probe[i : i + len(body)] == body)
     framing: dict[str, Any] = {
@@ -85,7 +84,6 @@ def tokenizer_framing(arch: Architecture, tokenizer: Any) -> dict[str, Any]:
         "special_ids": sorted(set(tokenizer.all_special_ids)),
         "vocab_size": len(tokenizer),
     }
-    del pieces
     if arch.name == "marian":
         framing.update(kind="vocab", source_model="source.spm", target_model="target.spm", vocab="vocab.json")
     elif arch.name == "m2m100":

@@ -25,7 +25,7 @@ from export_tools import architectures, precision
 from export_tools.architectures import Architecture, ExportError
 from export_tools.export import OPSET, export_fp32, reorder_graph
 from export_tools.weights import save_shared
-from worker.artifact import MANIFEST, file_entries
+from worker.artifact import MANIFEST, file_entries, sha256_file
 
 PRECISIONS = ("fp32", "int8", "fp16")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -44,7 +44,6 @@ class Source:
     generation: Any
     arch: Architecture
     identity: dict[str, Any]
-    path: Path | None
 
 
 def load_source(src: str, revision: str | None = None) -> Source:
@@ -78,21 +77,15 @@ def load_source(src: str, revision: str | None = None) -> Source:
         raise ExportError(f"cannot load {src}: {first} (re-save or re-download the model)") from None
     if identity.get("revision") is None and not local.exists():
         identity["revision"] = getattr(model.config, "_commit_hash", None)
-    return Source(model.eval(), tokenizer, generation, arch, identity, local if local.exists() else None)
+    return Source(model.eval(), tokenizer, generation, arch, identity)
 
 
 def _content_hash(directory: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(p for p in directory.iterdir() if p.is_file()):
         digest.update(path.name.encode())
-        digest.update(bytes.fromhex(_sha256(path)))
+        digest.update(bytes.fromhex(sha256_file(path)))
     return digest.hexdigest()
-
-
-def _sha256(path: Path) -> str:
-    from worker.artifact import sha256_file
-
-    return sha256_file(path)
 
 
 def check_tokenizer(source: Source, framing: dict[str, Any], folder: Path, samples: Sequence[str]) -> None:

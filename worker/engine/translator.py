@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from worker.artifact import Artifact
-from worker.engine.batching import Batch, plan_batches
+from worker.engine.batching import plan_batches
 from worker.engine.inference import Inference, pad_batch
 from worker.engine.search import DecodingOptions, SearchResult, Vocabulary, generate
 from worker.engine.sessions import make_session
@@ -188,14 +188,14 @@ class Translator:
             target_estimate=lambda n: min(options.max_new_tokens, 2 * n),
         )
         results: list[SearchResult] = [SearchResult() for _ in sources]
-        run = lambda batch: self._run(batch, [sources[i] for i in batch.indices], options)  # noqa: E731
+        run = lambda batch: self._run([sources[i] for i in batch.indices], options)  # noqa: E731
         with ThreadPoolExecutor(max_workers=self.sessions) as workers:
             for batch, found in zip(batches, workers.map(run, batches)):
                 for i, result in zip(batch.indices, found):
                     results[i] = result
         return results
 
-    def _run(self, batch: Batch, sources: list[list[int]], options: DecodingOptions) -> list[SearchResult]:
+    def _run(self, sources: list[list[int]], options: DecodingOptions) -> list[SearchResult]:
         if options.max_length_ratio is not None:
             limit = math.ceil(options.max_length_ratio * max(map(len, sources)))
             options = replace(
