@@ -3,8 +3,10 @@
     python -m benchmarks.documents
 
 Demo artifact (INT8, 2 threads, the model's beam 4), documents built from demo-domain sentences
-(7 per paragraph), with overlap 0 and 1 so the cost of context sentences shows. Builds the demo
-artifact under build/bench-docs if it is missing.
+(7 per paragraph), with overlap 0 and 1 so the cost of context sentences shows. Then the planning
+alone (sanitise, segment, split, count tokens, windows) of documents of 0.1, 1 and 10 MB, to show
+it stays linear in the document's length. Builds the demo artifact under build/bench-docs if it is
+missing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from export_tools.fixtures import demo_corpus
 
 ARTIFACT = Path("build/bench-docs/demo")
 SIZES = (10, 100, 1000)
+PLAN_MEGABYTES = (0.1, 1, 10)
 
 
 def document(sentences: int, seed: int) -> str:
@@ -46,6 +49,24 @@ def main() -> None:
             elapsed = time.perf_counter() - started
             restitched = "yes" if "restitched" in result.flags else "no"
             print(f"| {size} | {overlap} | {elapsed:.2f} | {1000 * elapsed / size:.1f} | {restitched} |", flush=True)
+    plan_rows(translator)
+
+
+def plan_rows(translator) -> None:
+    from worker.documents import DocumentTranslator
+
+    documents = DocumentTranslator(translator, max_chars=11_000_000)
+    sentence_chars = len(document(1000, 0)) / 1000
+    print("\n| document | sentences | windows | planning seconds | seconds per MB |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    for megabytes in PLAN_MEGABYTES:
+        text = document(int(megabytes * 1e6 / sentence_chars), 7)
+        started = time.perf_counter()
+        plan = documents.plan("big", text)
+        elapsed = time.perf_counter() - started
+        size = len(text.encode()) / 1e6
+        counts = f"{len(plan.sentences):,} | {len(plan.windows):,}"
+        print(f"| {size:.1f} MB | {counts} | {elapsed:.1f} | {elapsed / size:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ translations without a model call.
 
 With --documents each input line is a JSON object {"id": ..., "text": ...} and each output line
 one JSON result: id, translation (layout kept), status (ok/error), error, alignment (source span
--> target span per sentence), flags and seconds. A bad line becomes an error result.
+-> target span per sentence), flags and timings (seconds). A bad line becomes an error result.
 """
 
 from __future__ import annotations

@@ -40,7 +40,9 @@ class DocumentResult:
     error: str | None = None
     alignment: list[tuple[tuple[int, int], tuple[int, int]]] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)  # "split", "restitched", "length_limit", ...
-    seconds: float = 0.0
+    # "prepare": this document's segmenting and planning; "translate": its share (by source tokens)
+    # of the engine time of the call it was translated in; "total": the two together.
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -51,7 +53,9 @@ class _Plan:
     text: str
     sentences: list[Sentence]
     windows: list[Window]
+    tokens: int  # source tokens the model sees, context included
     flags: set[str]
+    prepare_seconds: float = 0.0
 
 
 class DocumentTranslator:
@@ -80,22 +84,16 @@ class DocumentTranslator:
             flags |= {"split"} if len(pieces) > 1 else set()
             sentences += pieces
         counts = [self._count(s.text) for s in sentences]
-        return _Plan(
-            doc_id, text, sentences, plan_windows(doc_id, counts, budget=self.budget, overlap=self.overlap), flags
-        )
+        windows = plan_windows(doc_id, counts, budget=self.budget, overlap=self.overlap)
+        return _Plan(doc_id, text, sentences, windows, sum(sum(counts[w.start : w.end]) for w in windows), flags)
 
     def translate(
         self, documents: Sequence[tuple[str, str]], options: DecodingOptions | None = None
     ) -> list[DocumentResult]:
         """``documents`` are ``(id, text)``; a document that fails becomes an error result, never an exception."""
-        started = time.perf_counter()
         options = options or self.translator.options()
-        plans: list[_Plan | DocumentResult] = []
-        for doc_id, text in documents:
-            try:
-                plans.append(self.plan(doc_id, text))
-            except Exception as err:  # noqa: BLE001 - bad input must not sink the batch
-                plans.append(DocumentResult(doc_id, "", "error", f"{type(err).__name__}: {err}"))
+        plans = [self._plan_or_error(doc_id, text) for doc_id, text in documents]
+        started = time.perf_counter()
         jobs = [(p, w) for p in plans if isinstance(p, _Plan) for w in p.windows]
         outputs = self.translator.translate_batch([_window_text(p, w) for p, w in jobs], options)
         per_sentence = self._stitched(jobs, [o.text for o in outputs], options)
@@ -103,8 +101,18 @@ class DocumentTranslator:
         _copy_untranslatable(plans, per_sentence)
         for (plan, _), out in zip(jobs, outputs):
             plan.flags |= set(out.flags) - {"truncated_input"}
-        elapsed = time.perf_counter() - started
-        return [p if isinstance(p, DocumentResult) else self._result(p, per_sentence, elapsed) for p in plans]
+        per_token = (time.perf_counter() - started) / max(1, sum(p.tokens for p in plans if isinstance(p, _Plan)))
+        return [p if isinstance(p, DocumentResult) else _result(p, per_sentence, per_token) for p in plans]
+
+    def _plan_or_error(self, doc_id: str, text: str) -> _Plan | DocumentResult:
+        started = time.perf_counter()
+        try:
+            plan = self.plan(doc_id, text)
+        except Exception as err:  # noqa: BLE001 - bad input must not sink the batch
+            seconds = time.perf_counter() - started
+            return DocumentResult(doc_id, "", "error", f"{type(err).__name__}: {err}", timings={"total": seconds})
+        plan.prepare_seconds = time.perf_counter() - started
+        return plan
 
     def _stitched(self, jobs, texts: list[str], options: DecodingOptions) -> dict[tuple[int, int], str]:
         """(plan id, sentence index) -> translation; windows that do not align are retranslated sentence by sentence."""
@@ -124,7 +132,8 @@ class DocumentTranslator:
         return found
 
     def _guard(self, jobs, limits: list[bool], found: dict[tuple[int, int], str], options: DecodingOptions) -> None:
-        """Retry sentences that loop, hit the length limit or have an extreme length ratio; keep the better."""
+        """Retry suspicious sentences alone, in fp32 when the artifact has it, with a wider beam and no
+        repeated trigrams; keep the result with fewer symptoms."""
         suspects = []
         for (plan, window), limit in zip(jobs, limits):
             for i in range(window.first, window.last):
@@ -139,18 +148,23 @@ class DocumentTranslator:
             num_hypotheses=1,
             no_repeat_ngram_size=options.no_repeat_ngram_size or 3,
         )
-        redone = self.translator.translate_batch([plan.sentences[i].text for plan, i, _ in suspects], stronger)
+        retry = (
+            self.translator.at_precision("fp32") if "fp32" in self.translator.artifact.precisions else self.translator
+        )
+        redone = retry.translate_batch([plan.sentences[i].text for plan, i, _ in suspects], stronger)
         for (plan, i, before), out in zip(suspects, redone):
             plan.flags |= {"degenerate", "retried"}
             after = symptoms(plan.sentences[i].text, out.text, hit_length_limit="length_limit" in out.flags)
             if len(after) < len(before):
                 found[(id(plan), i)] = out.text
 
-    @staticmethod
-    def _result(plan: _Plan, per_sentence: dict[tuple[int, int], str], seconds: float) -> DocumentResult:
-        translations = [per_sentence[(id(plan), i)] for i in range(len(plan.sentences))]
-        text, alignment = assemble(plan.text, plan.sentences, translations)
-        return DocumentResult(plan.id, text, "ok", None, alignment, sorted(plan.flags), seconds)
+
+def _result(plan: _Plan, per_sentence: dict[tuple[int, int], str], seconds_per_token: float) -> DocumentResult:
+    translations = [per_sentence[(id(plan), i)] for i in range(len(plan.sentences))]
+    text, alignment = assemble(plan.text, plan.sentences, translations)
+    timings = {"prepare": plan.prepare_seconds, "translate": plan.tokens * seconds_per_token}
+    timings["total"] = timings["prepare"] + timings["translate"]
+    return DocumentResult(plan.id, text, "ok", None, alignment, sorted(plan.flags), timings)
 
 
 def _copy_untranslatable(plans, found: dict[tuple[int, int], str]) -> None:

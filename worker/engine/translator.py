@@ -123,6 +123,16 @@ class Translator:
             io_binding=io_binding,
         )
         self.sessions, self.max_tokens = sessions, max_tokens
+        self._sibling = lambda other: Translator(
+            self.artifact,
+            device=device,
+            precision=other,
+            threads=threads,
+            sessions=sessions,
+            max_tokens=max_tokens,
+            io_binding=io_binding,
+        )
+        self._siblings: dict[str, Translator] = {}
         self.tokenizer = Tokenizer.from_artifact(self.artifact)
         special = self.artifact.manifest["special_tokens"]
         self.vocab = Vocabulary(
@@ -135,6 +145,16 @@ class Translator:
         self.pad_id: int = special["pad_token_id"]
         self.max_positions: int | None = self.artifact.manifest.get("max_positions")
         self.generation_config = self.artifact.generation_config()
+
+    def at_precision(self, precision: str) -> Translator:
+        """The same artifact and settings at another precision (the degeneration guard's fp32 retry).
+
+        Made on first use and kept: its sessions cost memory only in a process that needs them."""
+        if precision == self.precision:
+            return self
+        if precision not in self._siblings:
+            self._siblings[precision] = self._sibling(precision)
+        return self._siblings[precision]
 
     @property
     def inference(self) -> Inference:

@@ -5,6 +5,11 @@ never crosses a line. Within a line, pysbd finds the sentences: it scored best o
 (``python -m benchmarks.segmenters``: 97% of lines exact, boundary F1 0.99, against sentencex 0.96
 and blingfire 0.93), with no false boundary after abbreviations, decimals, URLs or e-mail addresses.
 
+Markup is layout too: HTML tags and entities, Markdown line markers (``#``, ``-``, ``1.``, ``>``),
+inline code and link targets are never handed to the model (it would mangle them). They stay
+outside every sentence, so the assembler copies them verbatim to their place in the translation;
+a sentence with inline markup is translated in the pieces between it.
+
 Time is linear in the document: lines longer than ``MAX_SEGMENTER_LINE`` are cut at whitespace into
 pieces the segmenter sees separately, so one 10 MB line cannot stall it.
 """
@@ -18,6 +23,12 @@ from typing import Any
 
 MAX_SEGMENTER_LINE = 5_000  # characters handed to the segmenter at once
 _WHITESPACE_RUN = re.compile(r"\s+")
+_MARKUP = re.compile(
+    r"<!--.*?-->|</?[A-Za-z][^<>\n]{0,500}>"  # HTML comments and tags
+    r"|&(?:[A-Za-z]{2,10}|#\d{1,7}|#x[0-9A-Fa-f]{1,6});"  # HTML entities
+    r"|^[ \t]*(?:#{1,6}|[-*+]|\d{1,3}[.)]|>)(?=[ \t])"  # Markdown headings, bullets, numbered items, quotes
+    r"|`[^`\n]+`|\*\*|__|!?\[(?=[^\[\]\n]*\]\()|\]\([^()\s]*\)"  # code, strong, links
+)
 
 
 @dataclass(frozen=True)
@@ -42,10 +53,31 @@ def segment(document: str) -> list[Sentence]:
     sentences: list[Sentence] = []
     offset = 0
     for number, line in enumerate(document.split("\n")):
+        markup = [m.span() for m in _MARKUP.finditer(line)]
         for start, end in _line_spans(line):
-            sentences.append(Sentence(offset + start, offset + end, number, line[start:end]))
+            for piece_start, piece_end in _outside(markup, start, end, line):
+                sentences.append(
+                    Sentence(offset + piece_start, offset + piece_end, number, line[piece_start:piece_end])
+                )
         offset += len(line) + 1
     return sentences
+
+
+def _outside(markup: list[tuple[int, int]], start: int, end: int, line: str) -> list[tuple[int, int]]:
+    """The non-blank stretches of ``line[start:end]`` that no markup span covers, stripped."""
+    pieces, cursor = [], start
+    for m_start, m_end in [*markup, (end, end)]:
+        if m_end <= cursor or m_start > end:
+            continue
+        pieces.append((cursor, max(cursor, min(m_start, end))))
+        cursor = max(cursor, m_end)
+    stripped = []
+    for a, b in pieces:
+        text = line[a:b]
+        if text.strip():
+            lead = len(text) - len(text.lstrip())
+            stripped.append((a + lead, a + lead + len(text.strip())))
+    return stripped
 
 
 def _line_spans(line: str) -> list[tuple[int, int]]:

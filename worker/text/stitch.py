@@ -44,27 +44,42 @@ def stitch(window: Window, translation: str) -> list[str] | None:
 
 def join(left: str, right: str) -> str:
     """Two adjacent sentence translations as the target language writes them: no space around CJK."""
-    if not left or not right:
-        return left + right
-    if _CJK.match(left[-1]) or _CJK.match(right[0]):
-        return left + right
-    return f"{left} {right}"
+    return left + separator(left, right) + right
+
+
+def separator(left: str, right: str) -> str:
+    if not left or not right or _CJK.match(left[-1]) or _CJK.match(right[0]):
+        return ""
+    return " "
 
 
 def assemble(document: str, sentences: Sequence[Sentence], translations: Sequence[str]):
-    """The translated document with the source's line layout, and per-sentence ``(source, target)`` spans."""
-    lines = document.split("\n")
+    """The translated document with the source's line layout, and per-sentence ``(source, target)`` spans.
+
+    What lies between sentences is kept verbatim when it holds markup or indents a line; a gap of
+    only whitespace becomes the target language's separator (none between Chinese sentences).
+    """
     out_lines: list[str] = []
     alignment: list[tuple[tuple[int, int], tuple[int, int]]] = []
-    offset, i = 0, 0
-    for number, line in enumerate(lines):
-        text = line[: len(line) - len(line.lstrip())]  # indentation is kept
+    offset, line_start, i = 0, 0, 0
+    for number, line in enumerate(document.split("\n")):
+        text, cursor = "", line_start
         while i < len(sentences) and sentences[i].line == number:
-            touching = i > 0 and sentences[i - 1].end == sentences[i].start  # no gap in the source: none here
-            joined = join(text, translations[i]) if text.strip() and not touching else text + translations[i]
-            start = offset + len(joined) - len(translations[i])
-            alignment.append(((sentences[i].start, sentences[i].end), (start, start + len(translations[i]))))
-            text, i = joined, i + 1
-        out_lines.append(text)
-        offset += len(text) + 1
+            sentence, translation = sentences[i], translations[i]
+            text = _bridge(text, document[cursor : sentence.start], translation)
+            alignment.append(
+                ((sentence.start, sentence.end), (offset + len(text), offset + len(text) + len(translation)))
+            )
+            text, cursor, i = text + translation, sentence.end, i + 1
+        tail = document[cursor : line_start + len(line)]
+        out_lines.append(text + tail if tail.strip() else text)
+        offset += len(out_lines[-1]) + 1
+        line_start += len(line) + 1
     return "\n".join(out_lines), alignment
+
+
+def _bridge(text: str, gap: str, following: str) -> str:
+    """``text`` so far plus what stands between it and the next translation."""
+    if gap.strip() or not text:  # markup, or the line's indentation
+        return text + gap
+    return text + separator(text, following) if gap else text
