@@ -43,6 +43,7 @@ class DocumentResult:
     # "prepare": this document's segmenting and planning; "translate": its share (by source tokens)
     # of the engine time of the call it was translated in; "total": the two together.
     timings: dict[str, float] = field(default_factory=dict)
+    tokens: int = 0  # source tokens the model saw, context sentences included
 
 
 @dataclass
@@ -164,7 +165,7 @@ def _result(plan: _Plan, per_sentence: dict[tuple[int, int], str], seconds_per_t
     text, alignment = assemble(plan.text, plan.sentences, translations)
     timings = {"prepare": plan.prepare_seconds, "translate": plan.tokens * seconds_per_token}
     timings["total"] = timings["prepare"] + timings["translate"]
-    return DocumentResult(plan.id, text, "ok", None, alignment, sorted(plan.flags), timings)
+    return DocumentResult(plan.id, text, "ok", None, alignment, sorted(plan.flags), timings, plan.tokens)
 
 
 def _copy_untranslatable(plans, found: dict[tuple[int, int], str]) -> None:

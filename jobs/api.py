@@ -1,0 +1,190 @@
+"""The producer's verbs, for notebooks and pipelines; ``python -m jobs`` is a thin CLI over them.
+
+    from jobs import api
+    job_id = api.submit(api.load_spec("news.yaml"))
+    api.wait(job_id, output="s3://results/translations")
+
+Storage is the system of record: status, resume and cancel read the job's prefix, so they work
+after Redis lost everything. Redis only carries the chunk messages and a few caches.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from jobs.inputs import collect
+from jobs.spec import JobSpec, SpecError, load_spec
+from worker import metrics, settings
+from worker.job import Job, done_chunks, encode_documents, finalize, input_key, list_jobs, read_job, write_job
+from worker.storage import Storage, StorageError, open_storage
+
+__all__ = ["JobStatus", "cancel", "jobs", "load_spec", "resume", "status", "submit", "wait"]
+
+
+@dataclass
+class JobStatus:
+    id: str
+    state: str  # "running", "succeeded", "cancelled"
+    documents: int
+    done: int
+    errors: int | None  # None while unknown (Redis lost its counters and the job is not finished)
+    chunks: int
+    chunks_done: int
+    rate: float  # documents per second since submission
+    output: str
+
+    @property
+    def eta(self) -> float | None:
+        return (self.documents - self.done) / self.rate if self.rate > 0 and self.state == "running" else None
+
+
+def submit(spec: JobSpec, *, enqueue: bool = True) -> str:
+    """Check everything, write the manifest and chunk inputs, enqueue one task per chunk; the job id."""
+    from worker.artifact import Artifact, ArtifactError
+
+    try:
+        artifact = Artifact.load(spec.artifact, verify=False)
+    except (ArtifactError, OSError) as err:
+        raise SpecError(f"artifact {spec.artifact!r}: {err}") from None
+    try:
+        storage = open_storage(spec.output)
+    except StorageError as err:
+        raise SpecError(f"output {spec.output!r}: {err}") from None
+    documents = collect(spec, settings.MAX_DOCUMENT_CHARS)
+    size = spec.chunk_documents
+    chunks = [documents[i : i + size] for i in range(0, len(documents), size)]
+    job_id = f"{spec.name}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
+    job = Job(job_id, spec.to_dict(), artifact.artifact_id, [len(c) for c in chunks])
+    for index, chunk in enumerate(chunks):  # inputs first: a manifest always has its chunks
+        storage.put(input_key(job_id, index), encode_documents(chunk))
+    write_job(storage, job)
+    if enqueue:
+        _register(job_id, spec.output)
+        _enqueue(job, spec.output, range(len(chunks)))
+    return job_id
+
+
+def _enqueue(job: Job, output: str, chunks) -> None:
+    from worker.app import app
+
+    for chunk in chunks:
+        app.send_task(
+            "fanyi.translate_chunk", args=[output, job.id, chunk], queue=job.queue, priority=job.spec.get("priority", 5)
+        )
+
+
+def _register(job_id: str, output: str) -> None:
+    try:
+        metrics.cache().hset(metrics.JOBS_KEY, job_id, output)
+    except Exception:  # noqa: BLE001 - a cache: `--output` finds the job without it
+        pass
+
+
+def _storage(job_id: str, output: str | None) -> tuple[Storage, str]:
+    output = output or settings.OUTPUT or _registered(job_id)
+    if not output:
+        raise SpecError(f"where is job {job_id}? pass --output PREFIX (or set FANYI_OUTPUT)")
+    return open_storage(output), output
+
+
+def _registered(job_id: str) -> str | None:
+    try:
+        found = metrics.cache().hget(metrics.JOBS_KEY, job_id)
+        return found.decode() if found else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def status(job_id: str, output: str | None = None) -> JobStatus:
+    storage, output = _storage(job_id, output)
+    job = read_job(storage, job_id)
+    done = done_chunks(storage, job)
+    summary = finalize(storage, job)  # the finalizer: the last task may have died before writing _SUCCESS
+    if summary:
+        state, errors = "succeeded", summary["statuses"].get("error", 0)
+    else:
+        state, errors = ("cancelled" if storage.exists(job.key("_CANCELLED")) else "running"), _cached_errors(job_id)
+    finished = summary["finished"] if summary else time.time()
+    documents_done = sum(job.chunks[c] for c in done)
+    rate = documents_done / max(1e-9, finished - job.created)
+    return JobStatus(job.id, state, job.documents, documents_done, errors, len(job.chunks), len(done), rate, output)
+
+
+def _cached_errors(job_id: str) -> int | None:
+    try:
+        found = metrics.cache().hget(metrics.JOB_PROGRESS_KEY.format(job=job_id), "errors")
+        return int(found) if found is not None else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def wait(
+    job_id: str,
+    output: str | None = None,
+    *,
+    poll: float = 1.0,
+    timeout: float | None = None,
+    on_progress: Callable[[JobStatus], None] | None = None,
+) -> JobStatus:
+    """Poll until the job succeeded or was cancelled (or ``timeout`` seconds passed: TimeoutError)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        current = status(job_id, output)
+        if on_progress:
+            on_progress(current)
+        if current.state != "running":
+            return current
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} not finished after {timeout} s ({current.done}/{current.documents})")
+        time.sleep(poll)
+
+
+def jobs(output: str) -> list[JobStatus]:
+    storage = open_storage(output)
+    return [status(job_id, output) for job_id in list_jobs(storage)]
+
+
+def cancel(job_id: str, output: str | None = None) -> None:
+    """Chunks not yet started are skipped by the workers; parts already written stay."""
+    storage, _ = _storage(job_id, output)
+    job = read_job(storage, job_id)
+    storage.put(job.key("_CANCELLED"), f"cancelled at {time.time()}\n".encode())
+
+
+def resume(job_id: str, output: str | None = None) -> int:
+    """Enqueue exactly the chunks that have no part in storage (and lift a cancel); how many."""
+    storage, output = _storage(job_id, output)
+    job = read_job(storage, job_id)
+    storage.delete(job.key("_CANCELLED"))
+    missing = sorted(set(range(len(job.chunks))) - done_chunks(storage, job))
+    _register(job_id, output)
+    _enqueue(job, output, missing)
+    if not missing:
+        finalize(storage, job)
+    return len(missing)
+
+
+def progress_line(s: JobStatus, width: int = 30) -> str:
+    filled = int(width * s.done / max(1, s.documents))
+    eta = f"ETA {_duration(s.eta)}" if s.eta is not None else s.state
+    errors = "?" if s.errors is None else f"{s.errors:,}"
+    return (
+        f"[{'#' * filled}{'.' * (width - filled)}] {s.done:,}/{s.documents:,} documents  "
+        f"{s.rate:.1f}/s  {eta}  errors {errors}"
+    )
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def print_progress(s: JobStatus) -> None:
+    end = "\n" if s.state != "running" or not sys.stderr.isatty() else "\r"
+    print(progress_line(s), end=end, file=sys.stderr, flush=True)

@@ -1,0 +1,119 @@
+"""Job specs: what to translate, where from, where to, with which artifact. YAML or JSON, schema-checked.
+
+    name: news-2026-12                 # letters, digits, '-', '_', '.'; the job id starts with it
+    inputs: [corpus/*.jsonl, s3://data/news/*.parquet]
+    id_column: id                      # default "id"
+    text_column: text                  # default "text"
+    output: s3://results/translations  # jobs write under <output>/<job id>/
+    artifact: artifacts/demo           # artifact directory the workers can read
+    device: cpu                        # cpu or gpu: which queue (translate.cpu / translate.gpu)
+    priority: 5                        # 0 (first) .. 9 (last)
+    chunk_documents: 64                # documents per task: keep a task well inside the visibility timeout
+    options: {beam_size: 4, max_new_tokens: 256, overlap: 1, budget: 64}
+
+Unknown keys are refused (a typo must not silently fall back to a default).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAX_SPEC_BYTES = 1_000_000  # a spec is a page of settings, never data
+MAX_CHUNK_DOCUMENTS = 10_000
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "inputs", "output", "artifact"],
+    "properties": {
+        "name": {"type": "string", "pattern": NAME.pattern},
+        "inputs": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+        "id_column": {"type": "string", "minLength": 1},
+        "text_column": {"type": "string", "minLength": 1},
+        "output": {"type": "string", "minLength": 1},
+        "artifact": {"type": "string", "minLength": 1},
+        "device": {"enum": ["cpu", "gpu"]},
+        "priority": {"type": "integer", "minimum": 0, "maximum": 9},
+        "chunk_documents": {"type": "integer", "minimum": 1, "maximum": MAX_CHUNK_DOCUMENTS},
+        "schedule": {"type": "string"},  # cron, for specs under jobs/schedules/
+        "options": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "beam_size": {"type": "integer", "minimum": 1, "maximum": 16},
+                "max_new_tokens": {"type": "integer", "minimum": 1, "maximum": 4096},
+                "target_language": {"type": "string"},
+                "overlap": {"type": "integer", "minimum": 0, "maximum": 8},
+                "budget": {"type": "integer", "minimum": 8, "maximum": 1024},
+            },
+        },
+    },
+}
+
+
+class SpecError(ValueError):
+    """A job spec that cannot run; the message names the problem and the fix."""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    inputs: list[str]
+    output: str
+    artifact: str
+    id_column: str = "id"
+    text_column: str = "text"
+    device: str = "cpu"
+    priority: int = 5
+    chunk_documents: int = 64
+    schedule: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def queue(self) -> str:
+        return f"translate.{self.device}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, raw: Any, *, source: str = "spec") -> JobSpec:
+        import jsonschema
+
+        try:
+            jsonschema.validate(raw, SCHEMA)
+        except jsonschema.ValidationError as err:
+            where = "/".join(str(p) for p in err.absolute_path) or "top level"
+            raise SpecError(f"{source}: {where}: {err.message}") from None
+        return cls(**raw)
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    """Read and validate a YAML or JSON spec file."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as err:
+        raise SpecError(f"cannot read the spec {path}: {err.strerror}") from None
+    if size > MAX_SPEC_BYTES:
+        raise SpecError(f"{path} is {size:,} bytes; a spec is at most {MAX_SPEC_BYTES:,}: list inputs by glob")
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw = json.loads(text) if path.suffix == ".json" else _yaml(text)
+    except ValueError as err:
+        raise SpecError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {err}") from None
+    return JobSpec.from_dict(raw, source=str(path))
+
+
+def _yaml(text: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ValueError(str(err)) from None

@@ -1,0 +1,72 @@
+"""The Celery app. Start a worker the conventional way:
+
+    celery -A worker.app worker -Q translate.cpu --concurrency 2
+
+Delivery is at-least-once: a chunk is acknowledged only after its part is in storage
+(``task_acks_late``), requeued if its worker process dies (``task_reject_on_worker_lost``), and
+redelivered after ``FANYI_VISIBILITY_TIMEOUT`` if the whole worker vanished. So every task is
+idempotent (see ``worker.tasks``). Messages are JSON only: a pickled message is refused.
+Settings and their environment variables: ``worker.settings``.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+from celery.signals import worker_init, worker_process_init, worker_process_shutdown
+from kombu import Queue
+
+from worker import metrics, settings
+
+settings.check()
+
+app = Celery("fanyi", broker=settings.BROKER_URL, include=["worker.tasks"])
+app.conf.update(
+    task_serializer="json",
+    result_serializer="json",
+    accept_content=["json"],  # pickle refused: a message is data, never code
+    event_serializer="json",
+    task_ignore_result=True,  # results live in storage; the broker carries only work
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    task_acks_on_failure_or_timeout=True,  # a task that raised is recorded by the task itself, not looped
+    worker_prefetch_multiplier=1,
+    worker_cancel_long_running_tasks_on_connection_loss=True,  # its redelivery would otherwise run twice
+    broker_connection_retry_on_startup=True,
+    broker_connection_max_retries=None,  # a restarted Redis is waited for, forever
+    task_soft_time_limit=settings.SOFT_TIME_LIMIT,
+    task_time_limit=settings.TIME_LIMIT,
+    broker_transport_options={
+        "visibility_timeout": settings.VISIBILITY_TIMEOUT,
+        "priority_steps": settings.PRIORITY_STEPS,
+        "sep": ":",
+        "queue_order_strategy": "priority",
+    },
+    task_queues=[Queue(name, routing_key=name) for name in settings.QUEUES],
+    task_default_queue="translate.cpu",
+    task_default_priority=5,
+    worker_send_task_events=True,  # Flower and the event monitor see tasks
+    task_send_sent_event=True,
+)
+
+
+@worker_init.connect
+def _serve_metrics(**_: object) -> None:
+    if settings.METRICS_PORT:
+        metrics.serve_worker_metrics(settings.METRICS_PORT)
+
+
+@worker_process_shutdown.connect
+def _forget_process(pid: int | None = None, **_: object) -> None:
+    if settings.METRICS_PORT and pid:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid)
+
+
+@worker_process_init.connect
+def _warm(**_: object) -> None:
+    """Load the worker's artifact in each process after fork: sessions are never shared across fork."""
+    if settings.ARTIFACT:
+        from worker.tasks import translator_for
+
+        translator_for(settings.ARTIFACT)

@@ -1,0 +1,159 @@
+"""A job in storage: its manifest, chunk inputs, result parts and markers. Storage is the system of record.
+
+    <output>/<job id>/job.json                    the manifest: spec, artifact id, chunk sizes
+    <output>/<job id>/inputs/chunk-00017.parquet  the documents of chunk 17 (id, text)
+    <output>/<job id>/parts/part-00017.parquet    their results, one row per document, written once
+    <output>/<job id>/_SUCCESS                    written once, when every part exists
+    <output>/<job id>/_CANCELLED                  present while the job is cancelled
+
+Chunk inputs are copied at submission, so a chunk is self-contained: the source files may move or
+change afterwards, and ``resume`` needs nothing but this prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from worker.storage import Storage, StorageError
+
+JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+ROW_FIELDS = ("id", "source", "translation", "status", "error", "flags", "alignment", "artifact_id", "timings")
+
+
+def check_job_id(job_id: str) -> str:
+    if not JOB_ID.match(job_id) or ".." in job_id:
+        raise StorageError(f"invalid job id {job_id!r}: letters, digits, '.', '_' and '-' only")
+    return job_id
+
+
+@dataclass
+class Job:
+    id: str
+    spec: dict[str, Any]
+    artifact_id: str
+    chunks: list[int]  # documents per chunk
+    created: float = field(default_factory=time.time)
+
+    @property
+    def documents(self) -> int:
+        return sum(self.chunks)
+
+    @property
+    def queue(self) -> str:
+        return f"translate.{self.spec.get('device', 'cpu')}"
+
+    def key(self, name: str) -> str:
+        return f"{check_job_id(self.id)}/{name}"
+
+
+def input_key(job_id: str, chunk: int) -> str:
+    return f"{check_job_id(job_id)}/inputs/chunk-{chunk:05d}.parquet"
+
+
+def part_key(job_id: str, chunk: int) -> str:
+    return f"{check_job_id(job_id)}/parts/part-{chunk:05d}.parquet"
+
+
+def write_job(storage: Storage, job: Job) -> None:
+    if not storage.create(job.key("job.json"), json.dumps(asdict(job), indent=1).encode()):
+        raise StorageError(f"job {job.id} already exists under {storage.uri}")
+
+
+def read_job(storage: Storage, job_id: str) -> Job:
+    try:
+        return Job(**json.loads(storage.read(f"{check_job_id(job_id)}/job.json")))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no job {job_id!r} under {storage.uri} (is the output prefix right?)") from None
+
+
+def list_jobs(storage: Storage) -> list[str]:
+    return [k.split("/")[0] for k in storage.list("") if k.count("/") == 1 and k.endswith("/job.json")]
+
+
+def done_chunks(storage: Storage, job: Job) -> set[int]:
+    """Chunks whose part exists: computed from storage alone, so it survives Redis losing everything."""
+    names = storage.list(f"{job.id}/parts")
+    return {int(k.rsplit("-", 1)[1].split(".")[0]) for k in names if k.endswith(".parquet")}
+
+
+def encode_documents(documents: Sequence[tuple[str, str]]) -> bytes:
+    import pyarrow as pa
+
+    table = pa.table({"id": [d[0] for d in documents], "text": [d[1] for d in documents]})
+    return _parquet(table)
+
+
+def decode_documents(data: bytes) -> list[tuple[str, str]]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(io.BytesIO(data))
+    return list(zip(table.column("id").to_pylist(), table.column("text").to_pylist()))
+
+
+def encode_rows(rows: Sequence[dict[str, Any]]) -> bytes:
+    """One Parquet table, one row per document, columns ``ROW_FIELDS``."""
+    import pyarrow as pa
+
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("source", pa.string()),
+            ("translation", pa.string()),
+            ("status", pa.string()),
+            ("error", pa.string()),
+            ("flags", pa.list_(pa.string())),
+            ("alignment", pa.list_(pa.list_(pa.int64()))),  # [source start, source end, target start, target end]
+            ("artifact_id", pa.string()),
+            ("timings", pa.struct([("prepare", pa.float64()), ("translate", pa.float64()), ("total", pa.float64())])),
+        ]
+    )
+    return _parquet(pa.Table.from_pylist([{k: r.get(k) for k in ROW_FIELDS} for r in rows], schema=schema))
+
+
+def read_rows(data: bytes) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(io.BytesIO(data)).to_pylist()
+
+
+def _parquet(table: Any) -> bytes:
+    import pyarrow.parquet as pq
+
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def finalize(storage: Storage, job: Job) -> dict[str, Any] | None:
+    """Write ``_SUCCESS`` (row counts, checksums, stats) once every part exists; None while some are missing.
+
+    Any number of callers may race here (the tasks that finish last, ``jobs wait``): the manifest is
+    created at most once, and every caller returns the same one."""
+    if storage.exists(job.key("_SUCCESS")):
+        return json.loads(storage.read(job.key("_SUCCESS")))
+    if len(done_chunks(storage, job)) < len(job.chunks):
+        return None
+    parts: list[dict[str, Any]] = []
+    statuses = {"ok": 0, "error": 0}
+    for chunk in range(len(job.chunks)):
+        data = storage.read(part_key(job.id, chunk))
+        rows = read_rows(data)
+        for row in rows:
+            statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+        parts.append({"key": part_key(job.id, chunk), "rows": len(rows), "sha256": hashlib.sha256(data).hexdigest()})
+    summary = {
+        "job": job.id,
+        "documents": sum(p["rows"] for p in parts),
+        "statuses": statuses,
+        "parts": parts,
+        "finished": time.time(),
+    }
+    storage.create(job.key("_SUCCESS"), json.dumps(summary, indent=1).encode())
+    return json.loads(storage.read(job.key("_SUCCESS")))

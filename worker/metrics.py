@@ -1,0 +1,132 @@
+"""Prometheus metrics, and the exporter that reads the queues.
+
+Two sources, two endpoints:
+- each worker (``FANYI_METRICS_PORT``) serves what its processes did: documents, sentences and
+  tokens translated, errors by kind, task latency, batch fill. Prefork children write to
+  ``PROMETHEUS_MULTIPROC_DIR`` and the worker's main process serves the sum.
+- ``python -m worker.metrics --port 9100`` (one per cluster) serves what Redis knows: queue depth
+  per queue and priority list, messages delivered but not acknowledged, workers answering, and
+  the progress of jobs submitted through this Redis.
+
+Counts are taken only by the delivery that created a part, so they match the output exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from worker import settings
+
+if settings.METRICS_PORT and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:  # before prometheus_client loads
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="fanyi-metrics-")
+
+from prometheus_client import Counter, Histogram  # noqa: E402
+
+DOCUMENTS = Counter("fanyi_documents_translated_total", "Documents written to result parts", ["status"])
+SENTENCES = Counter("fanyi_sentences_translated_total", "Sentences written to result parts")
+TOKENS = Counter("fanyi_source_tokens_translated_total", "Source tokens of the documents written")
+ERRORS = Counter(
+    "fanyi_errors_total", "Errors by kind (document, poison, time_limit, transient, chunk_failed)", ["kind"]
+)
+TASK_SECONDS = Histogram(
+    "fanyi_task_duration_seconds", "Time to translate and write one chunk",
+    buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200),
+)  # fmt: skip
+DOCUMENT_SECONDS = Histogram(
+    "fanyi_document_duration_seconds", "Time per document (its share of the engine call)",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)  # fmt: skip
+JOB_PROGRESS_KEY = "fanyi:progress:{job}"  # Redis hash: documents, errors (a cache; storage is the record)
+JOBS_KEY = "fanyi:jobs"  # Redis hash: job id -> output prefix, for the exporter and the CLI
+
+
+@functools.cache
+def cache() -> Any:
+    import redis
+
+    return redis.Redis.from_url(settings.CACHE_URL, socket_timeout=5, socket_connect_timeout=5)
+
+
+def record_part(job_id: str, rows: Sequence[dict[str, Any]]) -> None:
+    errors = sum(r["status"] == "error" for r in rows)
+    for status in ("ok", "error"):
+        DOCUMENTS.labels(status=status).inc(sum(r["status"] == status for r in rows))
+    ERRORS.labels(kind="document").inc(errors)
+    SENTENCES.inc(sum(len(r["alignment"]) for r in rows))
+    TOKENS.inc(sum(r.get("tokens", 0) for r in rows))
+    for row in rows:
+        DOCUMENT_SECONDS.observe(row["timings"]["total"])
+    try:
+        progress = JOB_PROGRESS_KEY.format(job=job_id)
+        cache().hincrby(progress, "documents", len(rows))
+        cache().hincrby(progress, "errors", errors)
+    except Exception:  # noqa: BLE001 - progress is a cache; `jobs status` recomputes from storage
+        pass
+
+
+def serve_worker_metrics(port: int) -> None:
+    """The worker's endpoint: the sum over its processes (multiprocess mode)."""
+    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)
+    start_http_server(port, registry=registry)
+
+
+class QueueCollector:
+    """Queue-side gauges, read from Redis at each scrape."""
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
+        depth = GaugeMetricFamily(
+            "fanyi_queue_depth", "Messages waiting, per queue and priority", labels=["queue", "priority"]
+        )
+        redis = cache()
+        for queue in settings.QUEUES:
+            for step, name in zip(settings.PRIORITY_STEPS, settings.priority_lists(queue)):
+                depth.add_metric([queue, str(step)], redis.llen(name))
+        yield depth
+        yield GaugeMetricFamily(
+            "fanyi_unacked_messages", "Delivered, not yet acknowledged", value=redis.hlen("unacked")
+        )
+        yield GaugeMetricFamily("fanyi_workers_up", "Workers answering a ping", value=len(_ping()))
+        done = GaugeMetricFamily("fanyi_job_documents_done", "Documents written, per job", labels=["job"])
+        errors = GaugeMetricFamily("fanyi_job_errors", "Error rows written, per job", labels=["job"])
+        for job in redis.hkeys(JOBS_KEY):
+            progress = redis.hgetall(JOB_PROGRESS_KEY.format(job=job.decode()))
+            done.add_metric([job.decode()], int(progress.get(b"documents", 0)))
+            errors.add_metric([job.decode()], int(progress.get(b"errors", 0)))
+        yield done
+        yield errors
+
+
+def _ping() -> list[Any]:
+    from worker.app import app
+
+    return app.control.ping(timeout=1.0) or []
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m worker.metrics", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--port", type=int, default=9100, help="port of the /metrics endpoint")
+    args = parser.parse_args(argv)
+    from prometheus_client import REGISTRY, start_http_server
+
+    REGISTRY.register(QueueCollector())
+    start_http_server(args.port)
+    print(f"queue metrics on :{args.port}/metrics (Redis {settings.redact(settings.CACHE_URL)})", flush=True)
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""Every setting of the worker and the producer, each overridable by the environment variable named.
+
+The visibility timeout must exceed the hard time limit, which must exceed the soft one: a chunk is
+redelivered only when its worker is gone, never while it still runs. ``check()`` enforces that at
+start-up. Chunk size (``chunk_documents`` in a job spec) is chosen so a chunk finishes well inside
+the soft limit: 64 demo-domain documents take seconds, a 64-document chunk of 3,000-word reports
+on the real model about a minute per core.
+"""
+
+from __future__ import annotations
+
+import os
+
+_env = os.environ.get
+
+BROKER_URL = _env("FANYI_BROKER_URL", "redis://127.0.0.1:6379/0")  # redis:// or rediss:// (TLS), password in URL
+CACHE_URL = _env("FANYI_CACHE_URL", BROKER_URL)  # progress counters and locks (Redis); losing it loses nothing
+SOFT_TIME_LIMIT = int(_env("FANYI_SOFT_TIME_LIMIT", "900"))  # seconds: the task is asked to stop and retried
+TIME_LIMIT = int(_env("FANYI_TIME_LIMIT", "1200"))  # seconds: the worker process is killed, the chunk requeued
+VISIBILITY_TIMEOUT = int(_env("FANYI_VISIBILITY_TIMEOUT", "1800"))  # seconds before an unacked chunk is redelivered
+MAX_ATTEMPTS = int(_env("FANYI_MAX_ATTEMPTS", "5"))  # deliveries of a chunk before its rest become error rows
+ARTIFACT = _env("FANYI_ARTIFACT")  # artifact a worker loads at start (jobs name theirs; this one is warm)
+DEVICE = _env("FANYI_DEVICE", "cpu")  # cpu or cuda
+PRECISION = _env("FANYI_PRECISION")  # default: int8 on cpu, fp16/fp32 on cuda (as the artifact has them)
+THREADS = int(_env("FANYI_THREADS", "1"))  # ONNX Runtime threads per worker process (processes x threads = cores)
+SESSIONS = int(_env("FANYI_SESSIONS", "1"))  # session pairs per worker process
+METRICS_PORT = int(_env("FANYI_METRICS_PORT", "0"))  # worker's Prometheus port; 0 = none
+OUTPUT = _env("FANYI_OUTPUT")  # default output prefix of the jobs CLI (status, list, resume)
+MAX_DOCUMENT_CHARS = int(_env("FANYI_MAX_DOCUMENT_CHARS", "1000000"))  # longer documents are refused at submit
+PRIORITY_STEPS = list(range(10))  # 0 = first; Redis keeps one list per step: "<queue>", "<queue>:1", ...
+QUEUES = ("translate.cpu", "translate.gpu")
+
+
+def check() -> None:
+    if not SOFT_TIME_LIMIT < TIME_LIMIT < VISIBILITY_TIMEOUT:
+        raise ValueError(
+            "need FANYI_SOFT_TIME_LIMIT < FANYI_TIME_LIMIT < FANYI_VISIBILITY_TIMEOUT, got "
+            f"{SOFT_TIME_LIMIT} < {TIME_LIMIT} < {VISIBILITY_TIMEOUT}: raise the visibility timeout"
+        )
+    if not BROKER_URL.startswith(("redis://", "rediss://")):
+        raise ValueError(f"FANYI_BROKER_URL must be redis:// or rediss://, got {redact(BROKER_URL)}")
+
+
+def redact(url: str) -> str:
+    """A URL fit for logs: any password replaced by ***."""
+    import re
+
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def priority_lists(queue: str) -> list[str]:
+    """The Redis lists that hold ``queue``'s messages, one per priority step (kombu's naming)."""
+    return [queue if step == 0 else f"{queue}:{step}" for step in PRIORITY_STEPS]

@@ -1,0 +1,222 @@
+"""Storage: the system of record for jobs. Local directories or S3-compatible object stores.
+
+Every write is *create if absent*: an object appears complete or not at all, and a second writer
+of the same key (a redelivered or duplicated task) learns the key exists instead of replacing it.
+On S3 that is ``PutObject`` with ``If-None-Match: *`` (AWS, MinIO and moto honour it); a store
+that answers 501 to it falls back to a head-then-put. Locally it is a temporary file, fsynced, then
+``os.link`` to the key, which fails if the key exists.
+
+Keys are relative, ``/``-separated and checked: ``..``, absolute paths and control characters are
+refused, so no job id or key can write outside its prefix. Transient errors (5xx, timeouts,
+connection resets) are retried by botocore with capped, jittered backoff ("standard" mode).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+S3_RETRIES = int(os.environ.get("FANYI_S3_RETRIES", "8"))  # attempts per request, backoff between them
+S3_TIMEOUT = float(os.environ.get("FANYI_S3_TIMEOUT", "20"))  # seconds to connect and to read
+MULTIPART_BYTES = 64 * 2**20  # objects above this go up in parts (boto3's transfer manager)
+_BAD_KEY = re.compile(r"(^|/)\.\.?(/|$)|^/|\\|[\x00-\x1f\x7f]")
+
+
+class StorageError(Exception):
+    """A URI or key that cannot be used; the message says why."""
+
+
+def check_key(key: str) -> str:
+    if not key or _BAD_KEY.search(key) or "//" in key:
+        raise StorageError(f"refusing storage key {key!r}: keys are relative paths without '.', '..' or '//'")
+    return key
+
+
+class Storage(Protocol):
+    @property
+    def uri(self) -> str: ...
+
+    def read(self, key: str) -> bytes: ...
+    def create(self, key: str, data: bytes) -> bool:
+        """Write ``data`` at ``key`` unless it exists; True if this call created it."""
+        ...
+
+    def put(self, key: str, data: bytes) -> None:
+        """Write or replace ``key`` (markers only: never results)."""
+        ...
+
+    def exists(self, key: str) -> bool: ...
+    def list(self, prefix: str) -> list[str]:
+        """Keys under ``prefix`` (relative to the storage root), sorted."""
+        ...
+
+    def delete(self, key: str) -> None: ...
+
+
+def open_storage(uri: str) -> Storage:
+    """``s3://bucket/prefix`` or a local directory (``file://`` or a plain path)."""
+    if uri.startswith("s3://"):
+        bucket, _, prefix = uri[5:].partition("/")
+        if not bucket:
+            raise StorageError(f"{uri!r} names no bucket: use s3://bucket/prefix")
+        return S3Storage(bucket, prefix.strip("/"))
+    if "://" in uri and not uri.startswith("file://"):
+        raise StorageError(f"unsupported storage URI {uri!r}: use s3://bucket/prefix or a local directory")
+    return LocalStorage(Path(uri.removeprefix("file://")))
+
+
+@dataclass
+class LocalStorage:
+    root: Path
+
+    @property
+    def uri(self) -> str:
+        return str(self.root)
+
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(key)
+
+    def read(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{self.root / key} does not exist") from None
+
+    def create(self, key: str, data: bytes) -> bool:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).exists()
+
+    def list(self, prefix: str) -> list[str]:
+        base = self.root / prefix if prefix else self.root
+        if not base.exists():
+            return []
+        keys = (p.relative_to(self.root).as_posix() for p in base.rglob("*") if p.is_file())
+        return sorted(k for k in keys if not Path(k).name.startswith(".tmp-"))
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+
+class S3Storage:
+    """A bucket and prefix through boto3: the standard credential chain, ``FANYI_S3_ENDPOINT_URL``."""
+
+    def __init__(self, bucket: str, prefix: str = "", *, client: Any = None):
+        self.bucket, self.prefix = bucket, prefix
+        self.client = client or s3_client()
+        self.uri = f"s3://{bucket}/{prefix}".rstrip("/")
+
+    def _key(self, key: str) -> str:
+        check_key(key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def read(self, key: str) -> bytes:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        except self.client.exceptions.NoSuchKey:
+            raise FileNotFoundError(f"{self.uri}/{key} does not exist") from None
+
+    def create(self, key: str, data: bytes) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self._upload(key, data, IfNoneMatch="*")
+            return True
+        except ClientError as err:
+            code = err.response.get("Error", {}).get("Code", "")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
+                return False
+            if code not in ("NotImplemented", "501"):
+                raise
+        if self.exists(key):  # a store without conditional writes: head, then put
+            return False
+        self._upload(key, data)
+        return True
+
+    def _upload(self, key: str, data: bytes, **conditions: str) -> None:
+        if len(data) <= MULTIPART_BYTES or conditions:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **conditions)
+            return
+        import io
+
+        from boto3.s3.transfer import TransferConfig
+
+        config = TransferConfig(multipart_threshold=MULTIPART_BYTES, multipart_chunksize=MULTIPART_BYTES)
+        self.client.upload_fileobj(io.BytesIO(data), self.bucket, self._key(key), Config=config)
+
+    def put(self, key: str, data: bytes) -> None:
+        self._upload(key, data)
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            return True
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+
+    def list(self, prefix: str) -> list[str]:
+        full = self._key(prefix) if prefix else self.prefix
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        keys = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full):
+            keys += [obj["Key"][strip:] for obj in page.get("Contents", [])]
+        return sorted(keys)
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+
+
+def s3_client() -> Any:
+    """boto3 S3 client: standard credential chain, retries with backoff, checksums only when required
+    (MinIO and older S3-compatible stores reject the newer default checksum trailers)."""
+    import boto3
+    from botocore.config import Config
+
+    endpoint = os.environ.get("FANYI_S3_ENDPOINT_URL")  # MinIO or another S3-compatible store; unset for AWS
+    config = Config(
+        retries={"max_attempts": S3_RETRIES, "mode": "standard"},
+        connect_timeout=S3_TIMEOUT,
+        read_timeout=S3_TIMEOUT,
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+        s3={"addressing_style": "path"} if endpoint else {},
+    )
+    return boto3.client("s3", endpoint_url=endpoint, config=config)
+
+
+def glob_keys(storage: Storage, pattern: str) -> list[str]:
+    """Keys matching a shell pattern (``data/*.parquet``); listing starts at the pattern's fixed part."""
+    fixed = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+    base = fixed.rsplit("/", 1)[0] if "/" in fixed else ""
+    return [k for k in storage.list(base) if fnmatch.fnmatchcase(k, pattern)]
