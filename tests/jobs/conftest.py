@@ -1,0 +1,89 @@
+"""Fixtures for the job tests: a real Redis, a real S3 API, job specs over generated corpora."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.services import ROOT, S3_ENV, RedisServer, S3Server, Worker, redis_answers
+
+SYSTEM_REDIS = "redis://127.0.0.1:6379/11"  # a database of the tests' own on the machine's Redis
+# Short limits so redelivery happens within a test: soft < hard < visibility, as settings.check() demands.
+LIMITS = {"FANYI_SOFT_TIME_LIMIT": "10", "FANYI_TIME_LIMIT": "12", "FANYI_VISIBILITY_TIMEOUT": "15"}
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    if redis_answers(SYSTEM_REDIS):
+        yield SYSTEM_REDIS
+        return
+    server = RedisServer().start()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    server = S3Server().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def services(redis_url, s3_server, monkeypatch, tmp_path):
+    """Clean Redis database and a fresh bucket; the environment every process of the test shares."""
+    import redis
+
+    redis.Redis.from_url(redis_url).flushdb()
+    for key, value in {**S3_ENV, "FANYI_S3_ENDPOINT_URL": s3_server.url}.items():
+        monkeypatch.setenv(key, value)
+    from worker.storage import s3_client
+
+    bucket = f"fanyi-{tmp_path.name.lower().replace('_', '-')[-40:]}".rstrip("-")
+    s3_client().create_bucket(Bucket=bucket)
+    env = {"FANYI_BROKER_URL": redis_url, "FANYI_S3_ENDPOINT_URL": s3_server.url, **S3_ENV, **LIMITS}
+    return {"env": env, "bucket": bucket, "output": f"s3://{bucket}/results", "redis": redis_url}
+
+
+def corpus(path: Path, count: int, text: str = "Tom has {n} apples. The meeting starts at 9 am.") -> Path:
+    with path.open("w") as f:
+        for n in range(count):
+            f.write(json.dumps({"id": f"doc-{n:05d}", "text": text.format(n=n % 90 + 2)}) + "\n")
+    return path
+
+
+def spec(path: Path, *, inputs: list[str], output: str, artifact: Path, **extra) -> Path:
+    body = {"name": "test", "inputs": inputs, "output": output, "artifact": str(artifact), "chunk_documents": 20}
+    path.write_text(json.dumps({**body, **extra}))
+    return path
+
+
+def jobs_cli(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "jobs", *args],
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def workers(tmp_path, services):
+    """Start worker processes for the test; every one is stopped (or killed) at its end."""
+    started: list[Worker] = []
+
+    def start(concurrency: int = 1, app: str = "worker.app", **env: str) -> Worker:
+        worker = Worker({**services["env"], **env}, tmp_path / f"worker-{len(started)}.log", concurrency, app)
+        started.append(worker)
+        return worker.start()
+
+    yield start
+    for worker in started:
+        worker.kill()
