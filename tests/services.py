@@ -116,7 +116,11 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-S3_ENV = {"AWS_ACCESS_KEY_ID": "fanyi-test", "AWS_SECRET_ACCESS_KEY": "s3cr3t-never-logged", "AWS_DEFAULT_REGION": "us-east-1"}
+S3_ENV = {
+    "AWS_ACCESS_KEY_ID": "fanyi-test",
+    "AWS_SECRET_ACCESS_KEY": "s3cr3t-never-logged",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
 @dataclass

@@ -106,6 +106,8 @@ def translate_rows(job: Job, documents: Sequence[tuple[str, str]], deliveries: D
     if attempt == 1:
         try:
             return [_row(r, text, job) for r, (_, text) in zip(engine.translate(documents, options), documents)]
+        except SoftTimeLimitExceeded:
+            raise
         except Exception as err:  # noqa: BLE001 - isolate the document that caused it
             log.warning("chunk of job %s failed as a whole (%s); translating document by document", job.id, err)
     return [_row(_isolated(engine, options, doc, deliveries, poisoned), doc[1], job) for doc in documents]
@@ -132,6 +134,8 @@ def _isolated(engine, options, document: tuple[str, str], deliveries: Deliveries
     deliveries.suspect(doc_id)
     try:
         (result,) = engine.translate([document], options)
+    except SoftTimeLimitExceeded:
+        raise  # the suspect stays recorded: the next delivery skips this document
     except Exception as err:  # noqa: BLE001 - one document's failure is its own error row
         result = DocumentResult(doc_id, "", "error", f"{type(err).__name__}: {err}")
     deliveries.suspect(None)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import collections
 import json
+import urllib.request
 
+from tests.faulty_proxy import FaultyProxy
 from tests.jobs.conftest import corpus, jobs_cli, spec
-from tests.services import wait_for
+from tests.services import RedisServer, free_port, wait_for
 from worker.job import ROW_FIELDS, part_key, read_rows
 from worker.storage import open_storage
 
@@ -82,3 +84,107 @@ def test_the_same_chunk_delivered_twice_at_once_gives_one_object(tmp_path, servi
     storage = open_storage(services["output"])
     assert storage.list(f"{job_id}/parts") == [part_key(job_id, 0)]
     assert_each_id_once(output_rows(services["output"], job_id), 20)
+
+
+def test_a_poison_document_becomes_an_error_row_and_its_chunk_is_translated(tmp_path, services, demo_artifact, workers):
+    lines = [json.dumps({"id": f"doc-{n:05d}", "text": f"Tom has {n + 2} apples."}) for n in range(40)]
+    lines[5] = json.dumps({"id": "doc-00005", "text": "POISON-CRASH Tom has 7 apples."})
+    lines[27] = json.dumps({"id": "doc-00027", "text": "POISON-HANG Tom has 29 apples."})
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    path = spec(
+        tmp_path / "spec.json", inputs=[str(tmp_path / "in.jsonl")], output=services["output"], artifact=demo_artifact
+    )
+    job_id = jobs_cli("submit", str(path), env=services["env"]).stdout.strip()
+    workers(concurrency=2, app="tests.jobs.poison_app")
+    wait(job_id, services)
+    rows = {r["id"]: r for r in output_rows(services["output"], job_id)}
+    assert_each_id_once(list(rows.values()), 40)
+    assert {i for i, r in rows.items() if r["status"] == "error"} == {"doc-00005", "doc-00027"}
+    assert "crashed or timed out" in rows["doc-00005"]["error"]
+    assert rows["doc-00006"]["translation"] == "汤姆有8个苹果。"
+
+
+def test_a_pickled_message_is_refused_and_resume_recovers_its_chunk(tmp_path, services, demo_artifact, workers):
+    path = spec(
+        tmp_path / "spec.json", inputs=[str(corpus(tmp_path / "in.jsonl", 20))], output=services["output"],
+        artifact=demo_artifact,
+    )  # fmt: skip
+    from celery import Celery
+
+    job_id = jobs_cli("submit", str(path), env=services["env"]).stdout.strip()
+    import redis
+
+    redis.Redis.from_url(services["redis"]).delete("translate.cpu")  # drop the JSON message: only pickle remains
+    app = Celery(broker=services["redis"])
+    app.conf.accept_content = ["json", "pickle"]
+    app.send_task(
+        "fanyi.translate_chunk", args=[services["output"], job_id, 0], queue="translate.cpu", serializer="pickle"
+    )
+    worker = workers()
+    wait_for(lambda: "pickle" in worker.log.read_text(), 60, "the worker to refuse the pickled message")
+    storage = open_storage(services["output"])
+    assert not storage.exists(part_key(job_id, 0))
+    assert jobs_cli("resume", job_id, "--output", services["output"], env=services["env"]).returncode == 0
+    wait(job_id, services)
+    assert_each_id_once(output_rows(services["output"], job_id), 20)
+
+
+def test_restarted_redis_loses_no_document(tmp_path, services, demo_artifact, workers):
+    server = RedisServer().start()  # our own: restarting it loses every key, queued chunks included
+    try:
+        env = {**services["env"], "FANYI_BROKER_URL": server.url}
+        services = {**services, "env": env}
+        workers(concurrency=1, FANYI_BROKER_URL=server.url)
+        job_id = submit(tmp_path, services, demo_artifact, 200)
+        storage = open_storage(services["output"])
+        wait_for(lambda: storage.exists(part_key(job_id, 0)), 120, "a first part")
+        server.restart()
+        resumed = jobs_cli("resume", job_id, "--output", services["output"], env=env)  # the queue is gone
+        assert resumed.returncode == 0, resumed.stderr
+        status = wait(job_id, services)
+        assert status["state"] == "succeeded"
+        assert_each_id_once(output_rows(services["output"], job_id), 200)
+    finally:
+        server.stop()
+
+
+def test_a_flaky_s3_loses_nothing_and_leaves_no_partial_or_duplicate_object(
+    tmp_path, services, demo_artifact, workers, s3_server
+):
+    with FaultyProxy(s3_server.port, error_rate=0.2, stall_rate=0.05, stall_seconds=3) as proxy:
+        workers(concurrency=2, FANYI_S3_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}", FANYI_S3_TIMEOUT="2")
+        job_id = submit(tmp_path, services, demo_artifact, 200)
+        status = wait(job_id, services)
+    assert status["state"] == "succeeded"
+    assert proxy.faults["before"] and proxy.faults["after"] and proxy.faults["stall"]
+    storage = open_storage(services["output"])
+    assert storage.list(f"{job_id}/parts") == [part_key(job_id, c) for c in range(10)]
+    assert_each_id_once(output_rows(services["output"], job_id), 200)  # every part parses: none is partial
+
+
+def test_ten_thousand_documents_on_two_processes_and_the_metrics_match(tmp_path, services, demo_artifact, workers):
+    port = free_port()
+    workers(concurrency=2, FANYI_METRICS_PORT=str(port), FANYI_ARTIFACT=str(demo_artifact))
+    path = spec(
+        tmp_path / "spec.json",
+        inputs=[str(corpus(tmp_path / "in.jsonl", 10_000, text="Tom has {n} apples."))],
+        output=services["output"],
+        artifact=demo_artifact,
+        chunk_documents=250,
+    )
+    job_id = jobs_cli("submit", str(path), env=services["env"]).stdout.strip()
+    status = wait(job_id, services, timeout=600)
+    assert status["done"] == 10_000 and status["errors"] == 0
+    rows = output_rows(services["output"], job_id)
+    assert_each_id_once(rows, 10_000)
+    scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    assert metric(scraped, 'fanyi_documents_translated_total{status="ok"}') == 10_000
+    assert metric(scraped, "fanyi_sentences_translated_total") == sum(len(r["alignment"]) for r in rows)
+    assert metric(scraped, "fanyi_task_duration_seconds_count") == 40
+
+
+def metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name} not in the scrape:\n{text[:2000]}")
