@@ -44,6 +44,8 @@ app.conf.update(
     task_queues=[Queue(name, routing_key=name) for name in settings.QUEUES],
     task_default_queue="translate.cpu",
     task_default_priority=5,
+    redbeat_redis_url=settings.CACHE_URL,
+    redbeat_lock_timeout=300,  # seconds a dead beat's lock outlives it before another beat takes over
     worker_send_task_events=True,  # Flower and the event monitor see tasks
     task_send_sent_event=True,
 )
@@ -61,6 +63,13 @@ def _forget_process(pid: int | None = None, **_: object) -> None:
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(pid)
+
+
+@app.task(name="fanyi.run_schedule")
+def run_schedule(spec_path: str) -> str | None:
+    from jobs.schedules import run_schedule
+
+    return run_schedule(spec_path)
 
 
 @worker_process_init.connect

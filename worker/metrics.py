@@ -4,7 +4,7 @@ Two sources, two endpoints:
 - each worker (``FANYI_METRICS_PORT``) serves what its processes did: documents, sentences and
   tokens translated, errors by kind, task latency, batch fill. Prefork children write to
   ``PROMETHEUS_MULTIPROC_DIR`` and the worker's main process serves the sum.
-- ``python -m worker.metrics --port 9100`` (one per cluster) serves what Redis knows: queue depth
+- ``python -m worker.exporter --port 9100`` (one per cluster) serves what Redis knows: queue depth
   per queue and priority list, messages delivered but not acknowledged, workers answering, and
   the progress of jobs submitted through this Redis.
 
@@ -13,11 +13,9 @@ Counts are taken only by the delivery that created a part, so they match the out
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import tempfile
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,55 +76,3 @@ def serve_worker_metrics(port: int) -> None:
     registry = CollectorRegistry()
     MultiProcessCollector(registry)
     start_http_server(port, registry=registry)
-
-
-class QueueCollector:
-    """Queue-side gauges, read from Redis at each scrape."""
-
-    def collect(self):
-        from prometheus_client.core import GaugeMetricFamily
-
-        depth = GaugeMetricFamily(
-            "fanyi_queue_depth", "Messages waiting, per queue and priority", labels=["queue", "priority"]
-        )
-        redis = cache()
-        for queue in settings.QUEUES:
-            for step, name in zip(settings.PRIORITY_STEPS, settings.priority_lists(queue)):
-                depth.add_metric([queue, str(step)], redis.llen(name))
-        yield depth
-        yield GaugeMetricFamily(
-            "fanyi_unacked_messages", "Delivered, not yet acknowledged", value=redis.hlen("unacked")
-        )
-        yield GaugeMetricFamily("fanyi_workers_up", "Workers answering a ping", value=len(_ping()))
-        done = GaugeMetricFamily("fanyi_job_documents_done", "Documents written, per job", labels=["job"])
-        errors = GaugeMetricFamily("fanyi_job_errors", "Error rows written, per job", labels=["job"])
-        for job in redis.hkeys(JOBS_KEY):
-            progress = redis.hgetall(JOB_PROGRESS_KEY.format(job=job.decode()))
-            done.add_metric([job.decode()], int(progress.get(b"documents", 0)))
-            errors.add_metric([job.decode()], int(progress.get(b"errors", 0)))
-        yield done
-        yield errors
-
-
-def _ping() -> list[Any]:
-    from worker.app import app
-
-    return app.control.ping(timeout=1.0) or []
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m worker.metrics", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("--port", type=int, default=9100, help="port of the /metrics endpoint")
-    args = parser.parse_args(argv)
-    from prometheus_client import REGISTRY, start_http_server
-
-    REGISTRY.register(QueueCollector())
-    start_http_server(args.port)
-    print(f"queue metrics on :{args.port}/metrics (Redis {settings.redact(settings.CACHE_URL)})", flush=True)
-    while True:
-        time.sleep(3600)
-
-
-if __name__ == "__main__":
-    main()

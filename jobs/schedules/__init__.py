@@ -1,0 +1,83 @@
+"""Nightly jobs: specs with a ``schedule`` (cron, UTC) under this folder, run by Celery beat.
+
+    celery -A worker.app beat -S jobs.schedules.SpecScheduler
+
+RedBeat keeps the schedule and a lock in Redis, so a second beat process waits instead of
+firing too. A run submits its spec with the output under a dated prefix (``<output>/<date>``),
+and only if no earlier run of that schedule is still going; a Redis ``SET NX`` on
+(schedule, date) makes a run at most once per date even if two messages for it arrive.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from redbeat import RedBeatScheduler
+
+from jobs.spec import JobSpec, SpecError, load_spec
+
+log = logging.getLogger(__name__)
+FOLDER = Path(os.environ.get("FANYI_SCHEDULES", Path(__file__).parent))  # where scheduled specs live
+RUN_KEY = "fanyi:schedule:{name}:{date}"  # Redis: the job id a run submitted (kept 7 days)
+LAST_KEY = "fanyi:schedule:{name}:last"  # Redis: "<job id> <output>" of the latest run
+
+
+def scheduled_specs(folder: Path = FOLDER) -> list[tuple[Path, JobSpec]]:
+    specs = [(path, load_spec(path)) for path in sorted(folder.glob("*.yaml"))]
+    missing = [str(path) for path, spec in specs if not spec.schedule]
+    if missing:
+        raise SpecError(f"{missing[0]} has no 'schedule': specs in {folder} need a cron schedule")
+    return specs
+
+
+def beat_schedule(folder: Path = FOLDER) -> dict[str, dict[str, Any]]:
+    """Celery beat entries, one per scheduled spec."""
+    from celery.schedules import crontab
+
+    entries = {}
+    for path, spec in scheduled_specs(folder):
+        minute, hour, day, month, weekday = str(spec.schedule).split()
+        entries[f"fanyi.schedule.{spec.name}"] = {
+            "task": "fanyi.run_schedule",
+            "schedule": crontab(minute, hour, day, month, weekday),
+            "args": [str(path)],
+            "options": {"queue": "translate.cpu", "priority": 0},
+        }
+    return entries
+
+
+class SpecScheduler(RedBeatScheduler):
+    """RedBeat (schedule and lock in Redis) with the entries read from the scheduled specs."""
+
+    def __init__(self, app: Any, *args: Any, **kwargs: Any):
+        app.conf.beat_schedule = beat_schedule()
+        super().__init__(app, *args, **kwargs)
+
+
+def run_schedule(spec_path: str, now: datetime | None = None) -> str | None:
+    """Submit one run of a scheduled spec; its job id, or None when it is skipped."""
+    from jobs import api
+    from worker import metrics
+
+    spec = load_spec(spec_path)
+    date = f"{(now or datetime.now(UTC)):%Y-%m-%d}"
+    cache = metrics.cache()
+    last = cache.get(LAST_KEY.format(name=spec.name))
+    if last:
+        job_id, output = last.decode().split(" ", 1)
+        if api.status(job_id, output).state == "running":
+            log.warning("schedule %s: previous run %s still running, not starting another", spec.name, job_id)
+            return None
+    if not cache.set(RUN_KEY.format(name=spec.name, date=date), "submitting", nx=True, ex=7 * 24 * 3600):
+        log.info("schedule %s already ran for %s", spec.name, date)
+        return None
+    dated = replace(spec, output=f"{spec.output.rstrip('/')}/{date}", schedule=None)
+    job_id = api.submit(dated)
+    cache.set(RUN_KEY.format(name=spec.name, date=date), job_id, ex=7 * 24 * 3600)
+    cache.set(LAST_KEY.format(name=spec.name), f"{job_id} {dated.output}")
+    return job_id

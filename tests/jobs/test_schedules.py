@@ -1,0 +1,52 @@
+"""Nightly schedules: beat entries from the specs, one run per date, none while the last is running."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.jobs.conftest import corpus, spec
+from tests.jobs.test_submit import queued
+
+
+@pytest.fixture
+def producer(services, monkeypatch):
+    """This process's producer (jobs.api) pointed at the test Redis."""
+    from worker import metrics, settings
+    from worker.app import app
+
+    monkeypatch.setattr(settings, "CACHE_URL", services["redis"])
+    monkeypatch.setattr(app.conf, "broker_url", services["redis"])
+    metrics.cache.cache_clear()
+    yield
+    metrics.cache.cache_clear()
+
+
+def test_the_shipped_schedules_become_beat_entries() -> None:
+    from jobs.schedules import beat_schedule
+
+    entries = beat_schedule()
+    entry = entries["fanyi.schedule.nightly-demo"]
+    assert entry["task"] == "fanyi.run_schedule" and Path(entry["args"][0]).name == "nightly-demo.yaml"
+    assert entry["schedule"].hour == {2} and entry["schedule"].minute == {0}
+
+
+def test_a_run_writes_under_its_date_and_never_overlaps_the_previous_one(tmp_path, services, demo_artifact, producer):
+    from jobs import api
+    from jobs.schedules import run_schedule
+
+    path = spec(
+        tmp_path / "nightly.json", inputs=[str(corpus(tmp_path / "in.jsonl", 5))], output=str(tmp_path / "out"),
+        artifact=demo_artifact, schedule="0 2 * * *",
+    )  # fmt: skip
+    night = datetime(2026, 12, 2, 2, 0, tzinfo=UTC)
+    first = run_schedule(str(path), now=night)
+    assert first and (tmp_path / "out" / "2026-12-02" / first / "job.json").exists()
+    assert run_schedule(str(path), now=night) is None  # the same night again: once per date
+    assert run_schedule(str(path), now=night.replace(day=3)) is None  # the previous run is still running
+    assert queued(services["redis"]) == 1
+    api.cancel(first, str(tmp_path / "out" / "2026-12-02"))  # no longer running
+    second = run_schedule(str(path), now=night.replace(day=3))
+    assert second and (tmp_path / "out" / "2026-12-03" / second / "job.json").exists()
