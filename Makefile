@@ -1,5 +1,5 @@
 # Fanyi: the two commands a new user needs.
-#   make demo   export the demo EN->ZH model and translate a few sentences with it
+#   make demo   build the demo EN->ZH artifact and run a job on it: throwaway Redis, one worker, local Parquet
 #   make test   lint, type-check and run every test
 PYTHON ?= python3
 VENV := .venv
@@ -24,9 +24,7 @@ test: lint
 	$(BIN)/pytest -q
 
 demo: $(STAMP)
-	$(BIN)/python -m export_tools demo --out artifacts/demo --force
-	printf 'Tom bought 3 apples for $$4.50.\nThe meeting starts at 9:30 am. Dr. Chen will arrive in Beijing on March 5, 2025.\n' \
-	  | $(BIN)/python -m worker translate --artifact artifacts/demo
+	$(BIN)/python -m jobs demo
 
 clean:
-	rm -rf $(VENV) artifacts
+	rm -rf $(VENV) artifacts results

@@ -28,15 +28,20 @@ def document(sentences: int, seed: int) -> str:
     return "\n\n".join(" ".join(parts[i : i + 7]) for i in range(0, sentences, 7))
 
 
-def main() -> None:
-    from worker.documents import DocumentTranslator
-    from worker.engine.translator import Translator
-
+def ensure_artifact() -> None:
+    """Build the demo artifact under build/bench-docs if it is missing."""
     if not (ARTIFACT / "manifest.json").exists():
         from export_tools.build import build
         from export_tools.cli import DEMO_CHECKPOINT
 
         build(str(DEMO_CHECKPOINT), ARTIFACT, ["fp32", "int8"], force=True)
+
+
+def main() -> None:
+    from worker.documents import DocumentTranslator
+    from worker.engine.translator import Translator
+
+    ensure_artifact()
     translator = Translator(ARTIFACT, precision="int8", threads=2)
     print("| sentences | overlap | seconds | ms per sentence | windows retranslated |")
     print("| ---: | ---: | ---: | ---: | --- |")

@@ -6,6 +6,7 @@
     python -m jobs list --output PREFIX          every job under an output prefix
     python -m jobs cancel JOB_ID                 workers skip its chunks that have not started
     python -m jobs resume JOB_ID                 enqueue exactly the chunks with no result part
+    python -m jobs demo                          the whole system on embedded defaults (see jobs/demo.py)
 
 A job's output prefix is found from --output, else FANYI_OUTPUT, else the Redis registry of
 submitted jobs. The broker is FANYI_BROKER_URL (see worker/settings.py for every setting).
@@ -17,10 +18,10 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
-from jobs import api
-from jobs.spec import SpecError
-from worker.storage import StorageError
+if TYPE_CHECKING:
+    from jobs import api
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,12 +44,15 @@ def parser() -> argparse.ArgumentParser:
             verb.add_argument("--json", action="store_true", help="print the status as JSON")
         if name == "wait":
             verb.add_argument("--timeout", type=float, help="give up after this many seconds (exit 3)")
+    sub.add_parser("demo", help="run the demo job on a throwaway Redis and worker (python -m jobs demo --help)")
     listing = sub.add_parser("list", help="jobs under an output prefix")
     listing.add_argument("--output", required=True, help="output prefix, e.g. s3://results/translations")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
+    from jobs import api
+
     if args.command == "submit":
         spec = api.load_spec(args.spec)
         job_id = api.submit(spec)
@@ -83,7 +87,15 @@ def _finished(s: api.JobStatus) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["demo"]:  # before anything reads the settings: the demo sets its own broker
+        from jobs.demo import main as demo
+
+        return demo(argv[1:])
     args = parser().parse_args(argv)
+    from jobs.spec import SpecError
+    from worker.storage import StorageError
+
     try:
         sys.exit(run(args))
     except (SpecError, StorageError, FileNotFoundError) as err:

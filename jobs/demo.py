@@ -1,0 +1,82 @@
+"""``python -m jobs demo``: the whole system on embedded defaults, in one command.
+
+Builds the demo artifact if it is missing (``artifacts/demo``), starts a throwaway Redis and one
+worker, submits the bundled corpus (``examples/corpus.jsonl``, 200 documents), shows progress,
+writes Parquet under ``results/demo/``, prints a few source/translation pairs and the job summary,
+and stops what it started, also on Ctrl-C or an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+from jobs.embedded import ROOT, RedisServer, Worker
+
+ARTIFACT = ROOT / "artifacts" / "demo"
+CORPUS = ROOT / "examples" / "corpus.jsonl"
+OUTPUT = ROOT / "results" / "demo"
+
+
+def ensure_artifact(path: Path) -> None:
+    if (path / "manifest.json").exists():
+        return
+    print(f"building the demo artifact at {path} (once; about a minute)", flush=True)
+    subprocess.run([sys.executable, "-m", "export_tools", "demo", "--out", str(path)], check=True, cwd=ROOT)
+
+
+def run(artifact: Path, corpus: Path, output: Path, pairs: int) -> int:
+    ensure_artifact(artifact)
+    logs = Path(tempfile.mkdtemp(prefix="fanyi-demo-"))
+    redis = RedisServer().start()
+    print(f"redis: {redis.url} (throwaway)", flush=True)
+    env = {"FANYI_BROKER_URL": redis.url, "FANYI_ARTIFACT": str(artifact), "FANYI_THREADS": str(os.cpu_count() or 1)}
+    os.environ.update(env)
+    worker = Worker(env, logs / "worker.log")
+    try:
+        worker.start()
+        print(f"worker: started (log {logs / 'worker.log'})", flush=True)
+        return _submit_and_show(artifact, corpus, output, pairs, logs)
+    finally:
+        worker.stop()
+        redis.stop()
+        print("stopped the worker and redis", flush=True)
+
+
+def _submit_and_show(artifact: Path, corpus: Path, output: Path, pairs: int, logs: Path) -> int:
+    from jobs import api
+    from jobs.spec import JobSpec
+    from worker.job import read_rows
+    from worker.storage import open_storage
+
+    spec = JobSpec(name="demo", inputs=[str(corpus)], output=str(output), artifact=str(artifact), chunk_documents=25)
+    job_id = api.submit(spec)
+    print(f"submitted job {job_id}", flush=True)
+    status = api.wait(job_id, str(output), poll=0.5, on_progress=api.print_progress)
+    storage = open_storage(str(output))
+    rows = [row for key in storage.list(f"{job_id}/parts") for row in read_rows(storage.read(key))]
+    for row in [r for r in rows if r["source"].strip()][:pairs]:
+        print(
+            f"\n{row['id']}\n{textwrap.indent(row['source'], '  EN ')}\n{textwrap.indent(row['translation'], '  ZH ')}"
+        )
+    summary = json.loads(storage.read(f"{job_id}/_SUCCESS"))
+    print(f"\njob {job_id}: {status.state}, {summary['documents']} documents, statuses {summary['statuses']}")
+    print(f"Parquet parts: {output / job_id / 'parts'}")
+    return 0 if status.state == "succeeded" else 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m jobs demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--artifact", type=Path, default=ARTIFACT, help="artifact directory (built if missing)")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="JSON lines {id, text} to translate")
+    parser.add_argument("--output", type=Path, default=OUTPUT, help="local directory for the job's Parquet")
+    parser.add_argument("--pairs", type=int, default=5, help="source/translation pairs to print")
+    args = parser.parse_args(argv)
+    sys.exit(run(args.artifact.resolve(), args.corpus.resolve(), args.output.resolve(), args.pairs))
