@@ -64,7 +64,7 @@ def submit(spec: JobSpec, *, enqueue: bool = True) -> str:
         storage.put(input_key(job_id, index), encode_documents(chunk))
     write_job(storage, job)
     if enqueue:
-        _register(job_id, spec.output)
+        _register(job_id, spec.output, job.documents)
         _enqueue(job, spec.output, range(len(chunks)))
     return job_id
 
@@ -78,10 +78,19 @@ def _enqueue(job: Job, output: str, chunks) -> None:
         )
 
 
-def _register(job_id: str, output: str) -> None:
+def _register(job_id: str, output: str, documents: int) -> None:
     try:
         metrics.cache().hset(metrics.JOBS_KEY, job_id, output)
+        metrics.cache().hset(metrics.JOB_PROGRESS_KEY.format(job=job_id), "total", documents)
     except Exception:  # noqa: BLE001 - a cache: `--output` finds the job without it
+        pass
+
+
+def _set_cached_progress(job_id: str, documents: int) -> None:
+    """After a Redis loss the counters restart: set them from what storage holds."""
+    try:
+        metrics.cache().hset(metrics.JOB_PROGRESS_KEY.format(job=job_id), "documents", documents)
+    except Exception:  # noqa: BLE001
         pass
 
 
@@ -162,7 +171,8 @@ def resume(job_id: str, output: str | None = None) -> int:
     job = read_job(storage, job_id)
     storage.delete(job.key("_CANCELLED"))
     missing = sorted(set(range(len(job.chunks))) - done_chunks(storage, job))
-    _register(job_id, output)
+    _register(job_id, output, job.documents)
+    _set_cached_progress(job_id, sum(job.chunks[c] for c in range(len(job.chunks)) if c not in missing))
     _enqueue(job, output, missing)
     if not missing:
         finalize(storage, job)

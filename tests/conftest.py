@@ -10,6 +10,9 @@ import pytest
 from export_tools import verify
 from export_tools.build import build
 from export_tools.fixtures.tiny import ARCHS, build_tiny
+from tests.services import RedisServer, redis_answers
+
+SYSTEM_REDIS = "redis://127.0.0.1:6379/11"  # a database of the tests' own on the machine's Redis
 
 
 @pytest.fixture(scope="session")
@@ -38,6 +41,16 @@ def artifact_copy(artifacts: dict[str, Path], tmp_path: Path):
         return Path(shutil.copytree(artifacts[arch], tmp_path / f"{arch}-copy"))
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    if redis_answers(SYSTEM_REDIS):
+        yield SYSTEM_REDIS
+        return
+    server = RedisServer().start()
+    yield server.url
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -36,12 +36,15 @@ class QueueCollector:
             "fanyi_unacked_messages", "Delivered, not yet acknowledged", value=redis.hlen("unacked")
         )
         yield GaugeMetricFamily("fanyi_workers_up", "Workers answering a ping", value=len(_ping()))
+        total = GaugeMetricFamily("fanyi_job_documents", "Documents submitted, per job", labels=["job"])
         done = GaugeMetricFamily("fanyi_job_documents_done", "Documents written, per job", labels=["job"])
         errors = GaugeMetricFamily("fanyi_job_errors", "Error rows written, per job", labels=["job"])
         for job in redis.hkeys(JOBS_KEY):
             progress = redis.hgetall(JOB_PROGRESS_KEY.format(job=job.decode()))
+            total.add_metric([job.decode()], int(progress.get(b"total", 0)))
             done.add_metric([job.decode()], int(progress.get(b"documents", 0)))
             errors.add_metric([job.decode()], int(progress.get(b"errors", 0)))
+        yield total
         yield done
         yield errors
 

@@ -40,6 +40,10 @@ DOCUMENT_SECONDS = Histogram(
     "fanyi_document_duration_seconds", "Time per document (its share of the engine call)",
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )  # fmt: skip
+BATCH_FILL = Histogram(
+    "fanyi_batch_fill_ratio", "Planned tokens of an engine batch over the token budget",
+    buckets=(0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.5),
+)  # fmt: skip
 JOB_PROGRESS_KEY = "fanyi:progress:{job}"  # Redis hash: documents, errors (a cache; storage is the record)
 JOBS_KEY = "fanyi:jobs"  # Redis hash: job id -> output prefix, for the exporter and the CLI
 

@@ -38,10 +38,12 @@ ATTEMPTS_TTL = 7 * 24 * 3600  # seconds the delivery record of a chunk is kept i
 @functools.cache
 def translator_for(artifact: str) -> Translator:
     """One Translator per artifact per process, made after fork and reused by every task."""
-    return Translator(
+    translator = Translator(
         artifact, device=settings.DEVICE, precision=settings.PRECISION, threads=settings.THREADS,
         sessions=settings.SESSIONS,
     )  # fmt: skip
+    translator.on_batch = lambda batch: metrics.BATCH_FILL.observe(batch.cost / translator.max_tokens)
+    return translator
 
 
 def _transient(err: BaseException) -> bool:

@@ -10,21 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.services import ROOT, S3_ENV, RedisServer, S3Server, Worker, redis_answers
+from tests.services import ROOT, S3_ENV, S3Server, Worker
 
-SYSTEM_REDIS = "redis://127.0.0.1:6379/11"  # a database of the tests' own on the machine's Redis
 # Short limits so redelivery happens within a test: soft < hard < visibility, as settings.check() demands.
 LIMITS = {"FANYI_SOFT_TIME_LIMIT": "10", "FANYI_TIME_LIMIT": "12", "FANYI_VISIBILITY_TIMEOUT": "15"}
-
-
-@pytest.fixture(scope="session")
-def redis_url():
-    if redis_answers(SYSTEM_REDIS):
-        yield SYSTEM_REDIS
-        return
-    server = RedisServer().start()
-    yield server.url
-    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -181,6 +181,7 @@ def test_ten_thousand_documents_on_two_processes_and_the_metrics_match(tmp_path,
     assert metric(scraped, 'fanyi_documents_translated_total{status="ok"}') == 10_000
     assert metric(scraped, "fanyi_sentences_translated_total") == sum(len(r["alignment"]) for r in rows)
     assert metric(scraped, "fanyi_task_duration_seconds_count") == 40
+    assert metric(scraped, "fanyi_batch_fill_ratio_count") >= 40  # at least one engine batch per chunk
 
 
 def metric(text: str, name: str) -> float:

@@ -6,14 +6,14 @@ import math
 import os
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from worker.artifact import Artifact
-from worker.engine.batching import plan_batches
+from worker.engine.batching import Batch, plan_batches
 from worker.engine.inference import Inference, pad_batch
 from worker.engine.search import DecodingOptions, SearchResult, Vocabulary, generate
 from worker.engine.sessions import make_session
@@ -123,6 +123,7 @@ class Translator:
             io_binding=io_binding,
         )
         self.sessions, self.max_tokens = sessions, max_tokens
+        self.on_batch: Callable[[Batch], None] | None = None  # sees each planned batch (the worker's metrics)
         self._sibling = lambda other: Translator(
             self.artifact,
             device=device,
@@ -207,6 +208,9 @@ class Translator:
             beams=options.beam_size,
             target_estimate=lambda n: min(options.max_new_tokens, 2 * n),
         )
+        if self.on_batch is not None:
+            for batch in batches:
+                self.on_batch(batch)
         results: list[SearchResult] = [SearchResult() for _ in sources]
         run = lambda batch: self._run([sources[i] for i in batch.indices], options)  # noqa: E731
         with ThreadPoolExecutor(max_workers=self.sessions) as workers:
