@@ -72,10 +72,12 @@ def submit(spec: JobSpec, *, enqueue: bool = True) -> str:
 def _enqueue(job: Job, output: str, chunks) -> None:
     from worker.app import app
 
-    for chunk in chunks:
-        app.send_task(
-            "fanyi.translate_chunk", args=[output, job.id, chunk], queue=job.queue, priority=job.spec.get("priority", 5)
-        )
+    with app.connection_for_write(settings.BROKER_URL) as connection:  # the broker the settings name, now
+        for chunk in chunks:
+            app.send_task(
+                "fanyi.translate_chunk", args=[output, job.id, chunk], queue=job.queue,
+                priority=job.spec.get("priority", 5), connection=connection,
+            )  # fmt: skip
 
 
 def _register(job_id: str, output: str, documents: int) -> None:

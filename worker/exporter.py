@@ -52,7 +52,8 @@ class QueueCollector:
 def _ping() -> list[Any]:
     from worker.app import app
 
-    return app.control.ping(timeout=1.0) or []
+    with app.connection_for_write(settings.BROKER_URL) as connection:
+        return app.control.ping(timeout=1.0, connection=connection) or []
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -96,11 +96,12 @@ def exported_metric_names(redis_url: str) -> set[str]:
             names |= {value._name + suffix for suffix in suffixes}
     redis_client.Redis.from_url(redis_url).ping()
     metrics.cache.cache_clear()
-    settings_url, settings.CACHE_URL = settings.CACHE_URL, redis_url
+    saved = settings.CACHE_URL, settings.BROKER_URL
+    settings.CACHE_URL = settings.BROKER_URL = redis_url
     try:
         names |= {family.name for family in QueueCollector().collect()}
     finally:
-        settings.CACHE_URL = settings_url
+        settings.CACHE_URL, settings.BROKER_URL = saved
         metrics.cache.cache_clear()
     return names
 

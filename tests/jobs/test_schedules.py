@@ -15,10 +15,9 @@ from tests.jobs.test_submit import queued
 def producer(services, monkeypatch):
     """This process's producer (jobs.api) pointed at the test Redis."""
     from worker import metrics, settings
-    from worker.app import app
 
     monkeypatch.setattr(settings, "CACHE_URL", services["redis"])
-    monkeypatch.setattr(app.conf, "broker_url", services["redis"])
+    monkeypatch.setattr(settings, "BROKER_URL", services["redis"])
     metrics.cache.cache_clear()
     yield
     metrics.cache.cache_clear()
