@@ -10,11 +10,11 @@ Text files hold one document per line; their ids are ``<file name>:<line number>
 from __future__ import annotations
 
 import glob
-import io
 import json
 from pathlib import Path
 
 from jobs.spec import JobSpec, SpecError
+from worker.job import read_parquet
 from worker.storage import S3Storage, StorageError, glob_keys
 
 FORMATS = (".parquet", ".jsonl", ".txt")
@@ -95,10 +95,8 @@ def _jsonl_rows(uri: str, data: bytes) -> list[dict]:
 
 
 def _parquet_rows(uri: str, data: bytes, columns: list[str]) -> list[dict]:
-    import pyarrow.parquet as pq
-
     try:
-        table = pq.read_table(io.BytesIO(data))
+        table = read_parquet(data)
     except Exception as err:  # noqa: BLE001 - pyarrow raises several kinds
         raise SpecError(f"{uri} is not a readable Parquet file: {err}") from None
     missing = [c for c in columns if c not in table.column_names]

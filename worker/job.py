@@ -90,10 +90,21 @@ def encode_documents(documents: Sequence[tuple[str, str]]) -> bytes:
     return _parquet(table)
 
 
-def decode_documents(data: bytes) -> list[tuple[str, str]]:
+def read_parquet(data: bytes, columns: list[str] | None = None) -> Any:
+    """A Parquet table from bytes, read synchronously on this thread.
+
+    Not ``pq.read_table(io.BytesIO(data))``: its dataset reader leaves read-ahead work on Arrow's IO
+    threads holding the Python buffer, and when such a thread drops it during interpreter exit it
+    aborts the process ("terminate called without an active exception", seen in CI)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pq.read_table(io.BytesIO(data))
+    with pq.ParquetFile(pa.BufferReader(data), pre_buffer=False) as parquet:
+        return parquet.read(columns=columns, use_threads=False)
+
+
+def decode_documents(data: bytes) -> list[tuple[str, str]]:
+    table = read_parquet(data, ["id", "text"])
     return list(zip(table.column("id").to_pylist(), table.column("text").to_pylist()))
 
 
@@ -118,9 +129,7 @@ def encode_rows(rows: Sequence[dict[str, Any]]) -> bytes:
 
 
 def read_rows(data: bytes) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
-
-    return pq.read_table(io.BytesIO(data)).to_pylist()
+    return list(read_parquet(data).to_pylist())
 
 
 def _parquet(table: Any) -> bytes:
