@@ -14,6 +14,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -24,6 +25,8 @@ from worker.job import Job, done_chunks, encode_documents, finalize, input_key, 
 from worker.storage import Storage, StorageError, open_storage
 
 __all__ = ["JobStatus", "cancel", "jobs", "load_spec", "resume", "status", "submit", "wait"]
+
+UPLOAD_THREADS = 8  # chunk inputs written at once by `submit` (each is one PUT)
 
 
 @dataclass
@@ -60,8 +63,8 @@ def submit(spec: JobSpec, *, enqueue: bool = True) -> str:
     chunks = [documents[i : i + size] for i in range(0, len(documents), size)]
     job_id = f"{spec.name}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
     job = Job(job_id, spec.to_dict(), artifact.artifact_id, [len(c) for c in chunks])
-    for index, chunk in enumerate(chunks):  # inputs first: a manifest always has its chunks
-        storage.put(input_key(job_id, index), encode_documents(chunk))
+    with ThreadPoolExecutor(UPLOAD_THREADS) as pool:  # inputs first: a manifest always has its chunks
+        list(pool.map(lambda c: storage.put(input_key(job_id, c[0]), encode_documents(c[1])), enumerate(chunks)))
     write_job(storage, job)
     if enqueue:
         _register(job_id, spec.output, job.documents)
@@ -142,8 +145,11 @@ def wait(
     timeout: float | None = None,
     on_progress: Callable[[JobStatus], None] | None = None,
 ) -> JobStatus:
-    """Poll until the job succeeded or was cancelled (or ``timeout`` seconds passed: TimeoutError)."""
+    """Poll until the job succeeded or was cancelled (or ``timeout`` seconds passed: TimeoutError).
+
+    The first polls come quickly (0.1 s, doubling up to ``poll``): a short job is not kept waiting."""
     deadline = None if timeout is None else time.monotonic() + timeout
+    interval = min(0.1, poll)
     while True:
         current = status(job_id, output)
         if on_progress:
@@ -152,7 +158,8 @@ def wait(
             return current
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"job {job_id} not finished after {timeout} s ({current.done}/{current.documents})")
-        time.sleep(poll)
+        time.sleep(interval)
+        interval = min(poll, 2 * interval)
 
 
 def jobs(output: str) -> list[JobStatus]:

@@ -55,7 +55,12 @@ def cache() -> Any:
     return redis.Redis.from_url(settings.CACHE_URL, socket_timeout=5, socket_connect_timeout=5)
 
 
-def record_part(job_id: str, rows: Sequence[dict[str, Any]]) -> None:
+def record_part(job_id: str, rows: Sequence[dict[str, Any]]) -> bool:
+    """Count a written part; whether the job may be complete now (the caller then checks storage).
+
+    The answer is a hint from the progress cache: True once its documents reach the total recorded
+    at submission, and True whenever the cache cannot tell (Redis lost it or is down), so a lost
+    cache costs a storage listing, never a job left without its ``_SUCCESS``."""
     errors = sum(r["status"] == "error" for r in rows)
     for status in ("ok", "error"):
         DOCUMENTS.labels(status=status).inc(sum(r["status"] == status for r in rows))
@@ -66,10 +71,17 @@ def record_part(job_id: str, rows: Sequence[dict[str, Any]]) -> None:
         DOCUMENT_SECONDS.observe(row["timings"]["total"])
     try:
         progress = JOB_PROGRESS_KEY.format(job=job_id)
-        cache().hincrby(progress, "documents", len(rows))
-        cache().hincrby(progress, "errors", errors)
+        done, _, total = (
+            cache()
+            .pipeline()
+            .hincrby(progress, "documents", len(rows))
+            .hincrby(progress, "errors", errors)
+            .hget(progress, "total")
+            .execute()
+        )
     except Exception:  # noqa: BLE001 - progress is a cache; `jobs status` recomputes from storage
-        pass
+        return True
+    return total is None or int(done) >= int(total)
 
 
 def serve_worker_metrics(port: int) -> None:

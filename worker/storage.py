@@ -14,6 +14,7 @@ connection resets) are retried by botocore with capped, jittered backoff ("stand
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 import tempfile
@@ -198,12 +199,20 @@ class S3Storage:
 
 
 def s3_client() -> Any:
-    """boto3 S3 client: standard credential chain, retries with backoff, checksums only when required
-    (MinIO and older S3-compatible stores reject the newer default checksum trailers)."""
+    """The process's boto3 S3 client for the current endpoint, reused so its connections are kept alive.
+
+    One per process id: a client's connection pool must never cross a fork (Celery prefork)."""
+    endpoint = os.environ.get("FANYI_S3_ENDPOINT_URL")  # MinIO or another S3-compatible store; unset for AWS
+    return _s3_client(endpoint, os.environ.get("AWS_ACCESS_KEY_ID"), os.getpid())
+
+
+@functools.lru_cache(maxsize=8)
+def _s3_client(endpoint: str | None, access_key_id: str | None, pid: int) -> Any:
+    """Standard credential chain, retries with backoff, checksums only when required (MinIO and older
+    S3-compatible stores reject the newer default checksum trailers)."""
     import boto3
     from botocore.config import Config
 
-    endpoint = os.environ.get("FANYI_S3_ENDPOINT_URL")  # MinIO or another S3-compatible store; unset for AWS
     config = Config(
         retries={"max_attempts": S3_RETRIES, "mode": "standard"},
         connect_timeout=S3_TIMEOUT,

@@ -74,9 +74,15 @@ def translate_chunk(self: Any, output: str, job_id: str, chunk: int) -> str:
         raise self.retry(exc=err, countdown=delay) from None
 
 
+@functools.lru_cache(maxsize=256)
+def _job(output: str, job_id: str) -> Job:
+    """A job's manifest, read once per process: it is written once and never changes."""
+    return read_job(open_storage(output), job_id)
+
+
 def run_chunk(output: str, job_id: str, chunk: int) -> str:
     storage = open_storage(output)
-    job = read_job(storage, job_id)
+    job = _job(output, job_id)
     if not 0 <= chunk < len(job.chunks):
         raise StorageError(f"job {job_id} has {len(job.chunks)} chunks, not a chunk {chunk}")
     key = part_key(job_id, chunk)
@@ -89,8 +95,8 @@ def run_chunk(output: str, job_id: str, chunk: int) -> str:
     rows = translate_rows(job, documents, Deliveries(job_id, chunk))
     if not storage.create(key, encode_rows(rows)):
         return "duplicate"  # another delivery wrote this part first; its content stands
-    metrics.record_part(job_id, rows)
-    finalize(storage, job)
+    if metrics.record_part(job_id, rows):  # the last part, or the cache cannot tell: storage decides
+        finalize(storage, job)
     return "written"
 
 

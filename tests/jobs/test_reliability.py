@@ -61,6 +61,26 @@ def test_a_job_on_s3_translates_every_document_once_with_the_row_contract(tmp_pa
     assert summary["documents"] == 50 and len(summary["parts"]) == 3
 
 
+def test_the_last_part_writes_success_with_nobody_watching(tmp_path, services, demo_artifact, workers):
+    job_id = submit(tmp_path, services, demo_artifact, 60)  # 3 chunks; no `wait` or `status` finalizes for us
+    workers(concurrency=1)
+    storage = open_storage(services["output"])
+    wait_for(lambda: storage.exists(f"{job_id}/_SUCCESS"), 120, "the last task to write _SUCCESS")
+    summary = json.loads(storage.read(f"{job_id}/_SUCCESS"))
+    assert summary["documents"] == 60 and [p["rows"] for p in summary["parts"]] == [20, 20, 20]
+
+
+def test_a_lost_progress_cache_still_ends_with_success(tmp_path, services, demo_artifact, workers):
+    import redis
+
+    job_id = submit(tmp_path, services, demo_artifact, 60)
+    redis.Redis.from_url(services["redis"]).delete(f"fanyi:progress:{job_id}")  # the hint the tasks rely on
+    workers(concurrency=1)
+    storage = open_storage(services["output"])
+    wait_for(lambda: storage.exists(f"{job_id}/_SUCCESS"), 120, "a task to fall back to storage and finalize")
+    assert json.loads(storage.read(f"{job_id}/_SUCCESS"))["documents"] == 60
+
+
 def test_killed_worker_loses_no_document(tmp_path, services, demo_artifact, workers):
     first = workers(concurrency=1)
     job_id = submit(tmp_path, services, demo_artifact, 200)
