@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.command == "submit":
         spec = api.load_spec(args.spec)
-        job_id = api.submit(spec)
+        job_id = api.submit(spec, on_progress=lambda line: print(line, file=sys.stderr, flush=True))
         print(job_id, flush=True)
         return _finished(api.wait(job_id, spec.output, on_progress=api.print_progress)) if args.wait else 0
     if args.command == "status":

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from jobs.chunks import plan_chunks
 from jobs.inputs import collect
 from jobs.spec import JobSpec, SpecError, load_spec
 from worker import metrics, settings
@@ -46,30 +47,48 @@ class JobStatus:
         return (self.documents - self.done) / self.rate if self.rate > 0 and self.state == "running" else None
 
 
-def submit(spec: JobSpec, *, enqueue: bool = True) -> str:
-    """Check everything, write the manifest and chunk inputs, enqueue one task per chunk; the job id."""
-    from worker.artifact import Artifact, ArtifactError
+def submit(spec: JobSpec, *, enqueue: bool = True, on_progress: Callable[[str], None] | None = None) -> str:
+    """Check everything, write the manifest and chunk inputs, enqueue one task per chunk; the job id.
 
+    ``on_progress`` hears what is going on (documents read, chunk inputs written) for a progress line."""
+    from worker.artifact import Artifact, ArtifactError
+    from worker.tokenizer import Tokenizer
+
+    say = on_progress or (lambda _: None)
     try:
         artifact = Artifact.load(spec.artifact, verify=False)
-    except (ArtifactError, OSError) as err:
+        tokenizer = Tokenizer.from_artifact(artifact)
+    except (ArtifactError, OSError, KeyError) as err:
         raise SpecError(f"artifact {spec.artifact!r}: {err}") from None
     try:
         storage = open_storage(spec.output)
     except StorageError as err:
         raise SpecError(f"output {spec.output!r}: {err}") from None
     documents = collect(spec, settings.MAX_DOCUMENT_CHARS)
-    size = spec.chunk_documents
-    chunks = [documents[i : i + size] for i in range(0, len(documents), size)]
+    tokens = tokenizer.count([text for _, text in documents])
+    say(f"{len(documents):,} documents, {sum(tokens):,} source tokens checked")
+    ranges = plan_chunks(tokens, max_documents=spec.chunk_documents, max_tokens=spec.chunk_tokens)
+    chunks = [documents[r.start : r.stop] for r in ranges]
     job_id = f"{spec.name}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
     job = Job(job_id, spec.to_dict(), artifact.artifact_id, [len(c) for c in chunks])
-    with ThreadPoolExecutor(UPLOAD_THREADS) as pool:  # inputs first: a manifest always has its chunks
-        list(pool.map(lambda c: storage.put(input_key(job_id, c[0]), encode_documents(c[1])), enumerate(chunks)))
+    _write_inputs(storage, job_id, chunks, say)  # inputs first: a manifest always has its chunks
     write_job(storage, job)
     if enqueue:
         _register(job_id, spec.output, job.documents)
         _enqueue(job, spec.output, range(len(chunks)))
     return job_id
+
+
+def _write_inputs(
+    storage: Storage, job_id: str, chunks: list[list[tuple[str, str]]], say: Callable[[str], None]
+) -> None:
+    def write(index: int) -> None:
+        storage.put(input_key(job_id, index), encode_documents(chunks[index]))
+
+    with ThreadPoolExecutor(UPLOAD_THREADS) as pool:
+        for written, _ in enumerate(pool.map(write, range(len(chunks))), 1):
+            if written == len(chunks) or written % 100 == 0:
+                say(f"chunk inputs written: {written:,}/{len(chunks):,}")
 
 
 def _enqueue(job: Job, output: str, chunks) -> None:

@@ -51,6 +51,11 @@ class Tokenizer:
             body = [self.vocab.get(p, self.unk_id) for p in self.source.encode(text, out_type=str)]
         return [*self.prefix, *body, *self.suffix]
 
+    def count(self, texts: Sequence[str]) -> list[int]:
+        """Source tokens of each text, framing included (what ``encode`` would give), in one batch call."""
+        framing = len(self.prefix) + len(self.suffix)
+        return [len(ids) + framing for ids in self.source.encode(list(texts))]
+
     def decode(self, ids: Sequence[int]) -> str:
         kept = [i for i in ids if i not in self.special_ids]
         if self.pieces is None:

@@ -120,3 +120,25 @@ def test_credentials_never_appear_in_logs_or_errors(tmp_path, services, demo_art
             assert secret not in text
     finally:
         server.stop()
+
+
+def test_chunks_are_bounded_by_source_tokens_and_a_long_document_is_alone(tmp_path, services, demo_artifact) -> None:
+    from worker.artifact import Artifact
+    from worker.tokenizer import Tokenizer
+
+    short = "Tom has 3 apples."
+    long = " ".join(["The meeting starts at 9 am."] * 30)
+    texts = [short] * 4 + [long] + [short] * 4
+    with (tmp_path / "in.jsonl").open("w") as f:
+        f.writelines(json.dumps({"id": f"d{n}", "text": t}) + "\n" for n, t in enumerate(texts))
+    tokens = Tokenizer.from_artifact(Artifact.load(demo_artifact)).count([short, long])
+    assert tokens[1] > 3 * tokens[0] * 4  # the long document alone is over the limit below
+    path = spec(
+        tmp_path / "spec.json", inputs=[str(tmp_path / "in.jsonl")], output=services["output"],
+        artifact=demo_artifact, chunk_tokens=3 * tokens[0],
+    )  # fmt: skip
+    result = jobs_cli("submit", str(path), env=services["env"])
+    assert result.returncode == 0, result.stderr
+    assert "9 documents" in result.stderr and "chunk inputs written: 5/5" in result.stderr  # progress
+    job = read_job(open_storage(services["output"]), result.stdout.strip())
+    assert job.chunks == [3, 1, 1, 3, 1] and queued(services["redis"]) == 5
