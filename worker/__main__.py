@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from worker.artifact import ArtifactError
 
 if TYPE_CHECKING:
-    from worker.documents import DocumentResult
+    from worker.documents import DocumentResult, DocumentTranslator
     from worker.engine.search import DecodingOptions
     from worker.engine.translator import Translator
 
@@ -134,15 +134,19 @@ def _document_line(number: int, raw: bytes) -> tuple[str, str, bool] | DocumentR
     return doc_id, text, invalid
 
 
-def _write_results(documents, options: DecodingOptions, batch: list[tuple[str, str, bool] | DocumentResult]) -> None:
+def _write_results(
+    documents: DocumentTranslator, options: DecodingOptions, batch: list[tuple[str, str, bool] | DocumentResult]
+) -> None:
     from dataclasses import asdict
 
-    inputs = [b for b in batch if isinstance(b, tuple)]
-    translated = iter(documents.translate([(doc_id, text) for doc_id, text, _ in inputs], options))
+    inputs = [(doc_id, text) for doc_id, text, _ in (b for b in batch if isinstance(b, tuple))]
+    translated = iter(documents.translate(inputs, options))
     for item in batch:
-        result = item if not isinstance(item, tuple) else next(translated)
-        if isinstance(item, tuple) and item[2]:
-            result.flags = sorted([*result.flags, "invalid_utf8"])
+        if isinstance(item, tuple):
+            result = next(translated)
+            result.flags = sorted([*result.flags, "invalid_utf8"]) if item[2] else result.flags
+        else:
+            result = item
         print(json.dumps(asdict(result), ensure_ascii=False))
     sys.stdout.flush()
 

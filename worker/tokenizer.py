@@ -51,10 +51,15 @@ class Tokenizer:
             body = [self.vocab.get(p, self.unk_id) for p in self.source.encode(text, out_type=str)]
         return [*self.prefix, *body, *self.suffix]
 
-    def count(self, texts: Sequence[str]) -> list[int]:
-        """Source tokens of each text, framing included (what ``encode`` would give), in one batch call."""
+    def count(self, texts: Sequence[str], *, batch: int = 1024) -> list[int]:
+        """Source tokens of each text, framing included (what ``encode`` would give).
+
+        Encoded ``batch`` texts per call, so a whole corpus's ids are never held at once."""
         framing = len(self.prefix) + len(self.suffix)
-        return [len(ids) + framing for ids in self.source.encode(list(texts))]
+        counts: list[int] = []
+        for start in range(0, len(texts), batch):
+            counts += [len(ids) + framing for ids in self.source.encode(list(texts[start : start + batch]))]
+        return counts
 
     def decode(self, ids: Sequence[int]) -> str:
         kept = [i for i in ids if i not in self.special_ids]
