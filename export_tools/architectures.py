@@ -1,7 +1,7 @@
 """Supported architectures: how to read each one's config, graphs and tokenizer layout.
 
-Everything an artifact records about a model (special ids, positions, tokenizer framing) is
-read from the model's own config, generation config and tokenizer here, never hard-coded.
+Everything an artifact records about a model (special ids, positions) is read from the model's own
+config and generation config here, never hard-coded; its tokenizer is read in ``tokenization``.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ class Architecture:
     name: str  # our name, also the manifest's "architecture"
     model_types: tuple[str, ...]  # config.model_type values it covers
     parts: Callable[[Any], graphs.GraphParts]
-    tokenizer_files: tuple[str, ...]  # copied into the artifact
 
 
 ARCHITECTURES = (
-    Architecture("marian", ("marian",), graphs.marian_parts, ("source.spm", "target.spm", "vocab.json")),
-    Architecture("m2m100", ("m2m_100",), graphs.m2m100_parts, ("sentencepiece.bpe.model", "vocab.json")),
-    Architecture("t5", ("t5", "mt5"), graphs.t5_parts, ("spiece.model",)),
+    Architecture("marian", ("marian",), graphs.marian_parts),
+    Architecture("m2m100", ("m2m_100",), graphs.m2m100_parts),  # M2M100 and NLLB
+    Architecture("mbart", ("mbart",), graphs.mbart_parts),  # mBART-50 (many-to-many)
+    Architecture("t5", ("t5", "mt5"), graphs.t5_parts),
 )
 SUPPORTED = ", ".join(f"{a.name} ({'/'.join(a.model_types)})" for a in ARCHITECTURES)
 
@@ -64,35 +64,10 @@ def special_tokens(config: Any, generation: Any) -> dict[str, Any]:
 
 
 def max_positions(config: Any) -> int | None:
-    """Longest source the model can encode; T5's relative positions have no hard limit."""
+    """Positions the model has: the longest source it can encode and the most tokens its decoder can
+    generate (the decoder start takes position 0). T5's relative positions have no hard limit."""
     value = getattr(config, "max_position_embeddings", None)
     return int(value) if value else None
-
-
-def tokenizer_framing(arch: Architecture, tokenizer: Any) -> dict[str, Any]:
-    """How the worker turns text into ids without ``transformers``: files, prefix and suffix ids.
-
-    The result is checked against the Hugging Face tokenizer at build time (``build.check_tokenizer``).
-    """
-    probe = tokenizer("a").input_ids
-    body = tokenizer.convert_tokens_to_ids(tokenizer.tokenize("a"))
-    start = next(i for i in range(len(probe)) if probe[i : i + len(body)] == body)
-    framing: dict[str, Any] = {
-        "source_prefix_ids": probe[:start],
-        "source_suffix_ids": probe[start + len(body) :],
-        "unk_id": tokenizer.unk_token_id,
-        "special_ids": sorted(set(tokenizer.all_special_ids)),
-        "vocab_size": len(tokenizer),
-    }
-    if arch.name == "marian":
-        framing.update(kind="vocab", source_model="source.spm", target_model="target.spm", vocab="vocab.json")
-    elif arch.name == "m2m100":
-        spm_file = "sentencepiece.bpe.model"
-        framing.update(kind="vocab", source_model=spm_file, target_model=spm_file, vocab="vocab.json")
-        framing["language_ids"] = {code.strip("_"): i for code, i in tokenizer.lang_token_to_id.items()}
-    else:
-        framing.update(kind="spm_ids", source_model="spiece.model", target_model="spiece.model", vocab=None)
-    return framing
 
 
 def read_json(path: Path) -> dict[str, Any]:

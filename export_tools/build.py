@@ -1,6 +1,6 @@
 """``build``: Hugging Face model -> verified artifact directory, written atomically.
 
-Stages (each announced on stderr): load the model, check its tokenizer, export fp32 graphs,
+Stages (each announced on stderr): load the model, describe and check its tokenizer, export fp32 graphs,
 derive INT8/FP16, store each precision with shared weights, write the manifest, verify (hashes,
 parity, quality gate), and only then rename the temporary directory to ``--out``.
 """
@@ -21,11 +21,11 @@ from typing import Any
 
 import onnx
 
-from export_tools import architectures, precision
+from export_tools import architectures, precision, tokenization
 from export_tools.architectures import Architecture, ExportError
-from export_tools.export import OPSET, export_fp32, reorder_graph
+from export_tools.export import OPSET, export_fp32, layer_shape, reorder_graph
 from export_tools.weights import save_shared
-from worker.artifact import MANIFEST, file_entries, sha256_file
+from worker.artifact import ARTIFACT_FORMAT, MANIFEST, file_entries, sha256_file
 
 PRECISIONS = ("fp32", "int8", "fp16")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -70,7 +70,7 @@ def load_source(src: str, revision: str | None = None) -> Source:
         identity = {"id": src, "revision": revision}
     try:
         model = AutoModelForSeq2SeqLM.from_pretrained(src, revision=pinned, attn_implementation="eager")
-        tokenizer = AutoTokenizer.from_pretrained(src, revision=pinned, use_fast=False)
+        tokenizer = AutoTokenizer.from_pretrained(src, revision=pinned)  # what a user gets: fast where there is one
         generation = GenerationConfig.from_pretrained(src, revision=pinned)
     except (OSError, ValueError, RuntimeError, AssertionError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -86,32 +86,6 @@ def _content_hash(directory: Path) -> str:
         digest.update(path.name.encode())
         digest.update(bytes.fromhex(sha256_file(path)))
     return digest.hexdigest()
-
-
-def check_tokenizer(source: Source, framing: dict[str, Any], folder: Path, samples: Sequence[str]) -> None:
-    """The worker's sentencepiece tokenizer must give the ids the model was trained with."""
-    from worker.tokenizer import Tokenizer
-
-    vocab_size = source.model.config.vocab_size
-    if framing["vocab_size"] > vocab_size:
-        raise ExportError(
-            f"the tokenizer has {framing['vocab_size']} tokens but the model only {vocab_size}: "
-            "this tokenizer belongs to another model; save the model's own tokenizer beside it"
-        )
-    ours = Tokenizer.from_files(folder, framing)
-    for text in samples:
-        expected = source.tokenizer(text).input_ids
-        if max(expected) >= vocab_size:
-            raise ExportError(
-                f"the tokenizer produces id {max(expected)} but the model's vocabulary has {vocab_size} entries: "
-                "this tokenizer belongs to another model; save the model's own tokenizer beside it"
-            )
-        got = ours.encode(text)
-        if got != expected:
-            raise ExportError(
-                f"the worker tokenizer disagrees with {type(source.tokenizer).__name__} on {text!r}: "
-                f"{got} vs {expected}; this tokenizer layout is not supported yet"
-            )
 
 
 def _special_tokens(source: Source) -> dict[str, Any]:
@@ -150,7 +124,7 @@ def write_precisions(fp32: dict[str, onnx.ModelProto], wanted: Sequence[str], ro
         else:
             models = {
                 "encoder": precision.to_fp16(fp32["encoder"], []),
-                "decoder": precision.to_fp16(fp32["decoder"], ["logits", "top_logprobs", "top_ids", "top_k_slots"]),
+                "decoder": precision.to_fp16(fp32["decoder"], precision.FP32_DECODER_IO),
             }
         models["reorder"] = reorder_graph(models["decoder"])
         io = {k: _graph_io(m) for k, m in models.items()}
@@ -168,19 +142,12 @@ def write_precisions(fp32: dict[str, onnx.ModelProto], wanted: Sequence[str], ro
 
 
 def _model_shape(model: Any) -> dict[str, int]:
+    layers, heads, head_dim = layer_shape(model)
     c = model.config
-    if c.model_type in ("t5", "mt5"):
-        return {
-            "decoder_layers": c.num_decoder_layers,
-            "heads": c.num_heads,
-            "head_dim": c.d_kv,
-            "d_model": c.d_model,
-            "vocab_size": c.vocab_size,
-        }
     return {
-        "decoder_layers": c.decoder_layers,
-        "heads": c.decoder_attention_heads,
-        "head_dim": c.d_model // c.decoder_attention_heads,
+        "decoder_layers": layers,
+        "heads": heads,
+        "head_dim": head_dim,
         "d_model": c.d_model,
         "vocab_size": c.vocab_size,
     }
@@ -189,9 +156,10 @@ def _model_shape(model: Any) -> dict[str, int]:
 def assemble(source: Source, precisions: Sequence[str], root: Path, samples: Sequence[str]) -> dict[str, Any]:
     """Write every artifact file into ``root`` and return the manifest (also written)."""
     tokenizer_dir = root / "tokenizer"
-    source.tokenizer.save_pretrained(tokenizer_dir)
-    framing = architectures.tokenizer_framing(source.arch, source.tokenizer)
-    check_tokenizer(source, framing, tokenizer_dir, samples)
+    tokenization.save_files(source.tokenizer, tokenizer_dir)
+    say(f"checking the worker's tokenizer against {type(source.tokenizer).__name__}")
+    tokenizer = tokenization.describe(source.tokenizer, source.model.config, source.generation)
+    tokenization.check(source.tokenizer, tokenizer, tokenizer_dir, samples, source.model.config.vocab_size)
     source.generation.to_json_file(root / "generation_config.json")
 
     with tempfile.TemporaryDirectory(dir=root.parent) as scratch:
@@ -200,14 +168,14 @@ def assemble(source: Source, precisions: Sequence[str], root: Path, samples: Seq
         graphs = write_precisions(fp32, precisions, root)
 
     manifest = {
-        "format": 1,
+        "format": ARTIFACT_FORMAT,
         "source": source.identity,
         "architecture": source.arch.name,
         "model_type": source.model.config.model_type,
         "model": _model_shape(source.model),
         "max_positions": architectures.max_positions(source.model.config),
         "special_tokens": _special_tokens(source),
-        "tokenizer": framing,
+        "tokenizer": tokenizer,
         "precisions": graphs,
         "opset": OPSET,
         "versions": _versions(),

@@ -19,7 +19,7 @@ def cache_names(layers: int, prefix: str) -> list[str]:
     return [f"{prefix}.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
 
 
-def _layer_shape(model: Any) -> tuple[int, int, int]:
+def layer_shape(model: Any) -> tuple[int, int, int]:
     """(decoder layers, heads, head size) from the config."""
     c = model.config
     if c.model_type in ("t5", "mt5"):
@@ -30,8 +30,8 @@ def _layer_shape(model: Any) -> tuple[int, int, int]:
 def reorder_graph(decoder: onnx.ModelProto) -> onnx.ModelProto:
     """``rows (M,), past.* (N, H, P, D) -> reordered.* (M, H, P, D)``: beam reordering on the device.
 
-    The worker runs it under IO binding (CUDA), so the self-attention cache never leaves the GPU
-    when beams move; on CPU plain numpy indexing does the same job.
+    The worker runs it under IO binding (the default, and always on CUDA), so the self-attention
+    cache never leaves the sessions' device when beams move; without IO binding numpy indexing does.
     """
     from onnx import helper
 
@@ -68,7 +68,7 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
     """Trace both graphs into ``directory`` and return them loaded (tensors in memory)."""
     model = model.eval().float()
     parts = arch.parts(model)
-    layers, heads, head = _layer_shape(model)
+    layers, heads, head = layer_shape(model)
     batch, source, beams = 2, 5, 2
     ids = torch.full((batch, source), 5, dtype=torch.long)
     mask = torch.ones_like(ids)
@@ -91,8 +91,11 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
     past_kv = [torch.randn(batch * beams, heads, 3, head) for _ in past]
     step = torch.full((batch * beams, 1), 5, dtype=torch.long)
     slots = torch.zeros(6, dtype=torch.long)
-    dec_inputs = ["input_ids", "encoder_attention_mask", "top_k_slots", *cross, *past]
+    banned_ids = torch.zeros((batch * beams, 2), dtype=torch.long)
+    banned_values = torch.zeros((batch * beams, 2), dtype=torch.float32)
+    dec_inputs = ["input_ids", "encoder_attention_mask", "top_k_slots", "banned_ids", "banned_values", *cross, *past]
     dec_axes = {"input_ids": {0: "rows", 1: "new"}, "encoder_attention_mask": {0: "batch", 1: "source"}}
+    dec_axes |= {"banned_ids": {0: "rows", 1: "banned"}, "banned_values": {0: "rows", 1: "banned"}}
     dec_axes |= {n: {0: "batch", 2: "source"} for n in cross}
     dec_axes |= {n: {0: "rows", 2: "past"} for n in past}
     dec_axes |= {n: {0: "rows", 2: "total"} for n in present}
@@ -101,13 +104,14 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
         "top_k_slots": {0: "k"},
         "top_logprobs": {0: "rows", 1: "k"},
         "top_ids": {0: "rows", 1: "k"},
+        "log_mass": {0: "rows"},
     }
     _trace(
         graphs.DecoderGraph(parts).eval(),
-        (step, mask, slots, *cross_kv, *past_kv),
+        (step, mask, slots, banned_ids, banned_values, *cross_kv, *past_kv),
         directory / "decoder.onnx",
         dec_inputs,
-        ["logits", "top_logprobs", "top_ids", *present],
+        ["logits", "top_logprobs", "top_ids", "log_mass", *present],
         dec_axes,
     )
     return {name: onnx.load(str(directory / f"{name}.onnx")) for name in ("encoder", "decoder")}

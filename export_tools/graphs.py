@@ -11,11 +11,19 @@ and we want a graph shape that suits beam search.
   same weights again. Cross-attention K/V have batch ``B``; the tokens have batch ``B * beams``:
   queries are regrouped per sentence, so cross K/V are never copied per beam.
 
-Shapes (N = batch * beams, T new tokens, P past length, S source length, H heads, D head size)::
+Shapes (N = batch * beams, T new tokens, P past length, S source length, H heads, D head size,
+K candidates, M banned ids per row)::
 
-    decoder inputs : input_ids (N, T), encoder_attention_mask (B, S),
+    decoder inputs : input_ids (N, T), encoder_attention_mask (B, S), top_k_slots (K,),
+                     banned_ids (N, M), banned_values (N, M),
                      cross.{i}.key / .value (B, H, S, D), past.{i}.key / .value (N, H, P, D)
-    decoder outputs: logits (N, V) for the last new token, present.{i}.key / .value (N, H, P+T, D)
+    decoder outputs: logits (N, V) for the last new token, top_logprobs (N, K), top_ids (N, K),
+                     log_mass (N, 1), present.{i}.key / .value (N, H, P+T, D)
+
+The search's bans (suppressed ids, EOS before the minimum length, repeated n-grams) reach the graph
+as ``banned_values`` (-inf, or 0 for padding) added at ``banned_ids`` to the log-probabilities, so
+the top-k candidates are exact whatever is banned; ``log_mass`` (the log of what probability is left)
+lets the search renormalize as ``generate`` does with ``renormalize_logits``.
 
 The token embedding and the LM head share one ``(d_model, vocab)`` tensor when the model ties
 them: the LM head is a plain MatMul with it and the lookup is a Gather along axis 1, so the
@@ -137,6 +145,9 @@ class BartLayers(nn.Module):
         self.enc_attn = nn.ModuleList(self._proj(layer.self_attn) for layer in self.encoder.layers)
         self.dec_self = nn.ModuleList(self._proj(layer.self_attn) for layer in self.decoder.layers)
         self.dec_cross = nn.ModuleList(self._proj(layer.encoder_attn) for layer in self.decoder.layers)
+        # mBART normalises the embeddings before the first layer; Marian and M2M100 do not.
+        self.enc_embedding_norm = getattr(self.encoder, "layernorm_embedding", None)
+        self.dec_embedding_norm = getattr(self.decoder, "layernorm_embedding", None)
 
     @staticmethod
     def _proj(attn: nn.Module) -> Projections:
@@ -152,12 +163,16 @@ class BartLayers(nn.Module):
         return lambda x: layer.fc2(layer.activation_fn(layer.fc1(x)))
 
     def encode(self, h: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        if self.enc_embedding_norm is not None:
+            h = self.enc_embedding_norm(h)
         for layer, attn in zip(self.encoder.layers, self.enc_attn):
             h = self._block(h, layer.self_attn_layer_norm, lambda x, a=attn: a.self_attention(x, bias))
             h = self._block(h, layer.final_layer_norm, self._ffn(layer))
         return self.encoder.layer_norm(h) if self.pre_norm else h
 
     def decode(self, h, bias, cross_bias, cross, past, past_len):
+        if self.dec_embedding_norm is not None:
+            h = self.dec_embedding_norm(h)
         present = []
         for i, layer in enumerate(self.decoder.layers):
             kv: list[torch.Tensor] = []
@@ -203,6 +218,19 @@ class M2M100Positions(nn.Module):
         mask = (ids != self.padding_idx).to(torch.int64)
         positions = (torch.cumsum(mask, dim=1) + past) * mask + self.padding_idx
         return self.table[positions]
+
+
+class LearnedPositions(nn.Module):
+    """mBART: a learned table indexed by absolute position plus a fixed offset (2)."""
+
+    def __init__(self, table: torch.Tensor, offset: int):
+        super().__init__()
+        self.table = nn.Parameter(table.detach().clone(), requires_grad=False)
+        self.offset = offset
+
+    def __call__(self, ids: torch.Tensor, past: int | torch.Tensor = 0) -> torch.Tensor:
+        positions = torch.arange(ids.shape[1]) + past + self.offset
+        return self.table[positions][None]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -275,8 +303,8 @@ class EncoderGraph(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
         a = self.arch
         h = a.tokens.lookup(input_ids)
-        if a.positions is not None:
-            h = h + a.positions(input_ids)
+        if a.source_positions is not None:
+            h = h + a.source_positions(input_ids)
         encoded = a.layers.encode(h, padding_bias(attention_mask))
         return tuple(t for proj in a.layers.dec_cross for t in proj.cross_kv(encoded))
 
@@ -287,10 +315,16 @@ class DecoderGraph(nn.Module):
         self.arch = arch
 
     def forward(
-        self, input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor, top_k_slots: torch.Tensor, *caches
+        self,
+        input_ids: torch.Tensor,
+        encoder_attention_mask: torch.Tensor,
+        top_k_slots: torch.Tensor,
+        banned_ids: torch.Tensor,
+        banned_values: torch.Tensor,
+        *caches,
     ):
         """``top_k_slots``: only its length k matters; the graph returns the k best log-probabilities per row
-        (log-softmax and TopK in the graph, so the full (rows, vocab) logits never have to reach Python)."""
+        after the bans (log-softmax and TopK in the graph, so the full (rows, vocab) logits never reach Python)."""
         a = self.arch
         n = len(caches) // 2
         cross, past = caches[:n], caches[n:]
@@ -305,16 +339,27 @@ class DecoderGraph(nn.Module):
         if a.output_scale != 1.0:
             last = last * a.output_scale
         logits = a.tokens.logits(last)
-        top_logprobs, top_ids = torch.topk(torch.log_softmax(logits, dim=-1), top_k_slots.shape[0], dim=-1)
-        return (logits, top_logprobs, top_ids, *present)
+        allowed = torch.log_softmax(logits, dim=-1).scatter_add(1, banned_ids, banned_values)
+        top_logprobs, top_ids = torch.topk(allowed, top_k_slots.shape[0], dim=-1)
+        log_mass = torch.logsumexp(allowed, dim=-1, keepdim=True)
+        return (logits, top_logprobs, top_ids, log_mass, *present)
 
 
 class GraphParts(nn.Module):
-    """What both graphs need from one model: token table, positions, layers, output scale."""
+    """What both graphs need from one model: token table, positions (the encoder's own when it has
+    them: mBART learns one table per side), layers, output scale."""
 
-    def __init__(self, tokens: TokenTable, positions: nn.Module | None, layers: nn.Module, output_scale: float):
+    def __init__(
+        self,
+        tokens: TokenTable,
+        positions: nn.Module | None,
+        layers: nn.Module,
+        output_scale: float,
+        source_positions: nn.Module | None = None,
+    ):
         super().__init__()
         self.tokens, self.positions, self.layers = tokens, positions, layers
+        self.source_positions = source_positions if source_positions is not None else positions
         self.output_scale = output_scale
 
 
@@ -336,6 +381,20 @@ def m2m100_parts(model: nn.Module) -> GraphParts:
     )
     positions = M2M100Positions(decoder.embed_positions.weights, c.pad_token_id)
     return GraphParts(tokens, positions, BartLayers(model, pre_norm=True), 1.0)
+
+
+def mbart_parts(model: nn.Module) -> GraphParts:
+    c = model.config
+    decoder = model.get_decoder()
+    tokens = TokenTable(
+        decoder.embed_tokens.weight,
+        model.lm_head.weight,
+        math.sqrt(c.d_model) if c.scale_embedding else 1.0,
+        model.final_logits_bias,
+    )
+    learned = lambda side: LearnedPositions(side.embed_positions.weight, side.embed_positions.offset)  # noqa: E731
+    layers = BartLayers(model, pre_norm=True)
+    return GraphParts(tokens, learned(decoder), layers, 1.0, source_positions=learned(model.get_encoder()))
 
 
 def t5_parts(model: nn.Module) -> GraphParts:

@@ -33,7 +33,10 @@ FP32_OPS = [
     "Log",
     "LogSoftmax",
     "TopK",
+    "ScatterElements",
+    "ReduceLogSumExp",
 ]
+FP32_DECODER_IO = ["logits", "top_logprobs", "top_ids", "top_k_slots", "banned_values", "log_mass"]
 
 
 def op_counts(model: onnx.ModelProto) -> dict[str, int]:

@@ -69,7 +69,8 @@ def logit_parity(source: Any, translator: Translator, sources: list[list[int]], 
     past = inference.empty_past(len(sources))
     worst = 0.0
     for t in range(path.shape[1]):
-        logits, _, past = inference.step(path[:, t : t + 1].numpy(), state, past)
+        out = inference.step(path[:, t : t + 1].numpy(), state, past)
+        logits, past = out.values, out.present
         if not all(np.isfinite(x).all() for x in (logits, *past)):
             return float("inf")  # NaN/inf: an fp16 overflow the kept-fp32 ops did not prevent
         worst = max(worst, float(np.abs(logits - ref[:, t]).max() / np.abs(ref[:, t]).max()))
@@ -203,7 +204,8 @@ def finite_outputs(root: Path, steps: int = 16) -> dict[str, bool]:
         tokens = np.full((len(ids), 1), translator.vocab.decoder_start)
         ok = all(np.isfinite(c).all() for c in state.cross)
         for _ in range(steps):
-            logits, _, past = translator.inference.step(tokens, state, past)
+            out = translator.inference.step(tokens, state, past)
+            logits, past = out.values, out.present
             ok = ok and bool(np.isfinite(logits).all()) and all(bool(np.isfinite(p).all()) for p in past)
             tokens = logits.argmax(axis=1)[:, None]
         found[name] = ok

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+ARTIFACT_FORMAT = 2  # 2: per-request languages in the tokenizer section, bans and log_mass in the decoder graph
 MANIFEST = "manifest.json"
 REPORT = "report.json"  # written after the hashes (it holds verification results), so not hashed
 UNHASHED = {MANIFEST, REPORT}
@@ -71,6 +72,11 @@ class Artifact:
             ) from None
         except json.JSONDecodeError as err:
             raise ArtifactError(f"{root / MANIFEST} is corrupt ({err}): rebuild the artifact") from None
+        if manifest.get("format") != ARTIFACT_FORMAT:
+            raise ArtifactError(
+                f"artifact {root} has format {manifest.get('format')}, this worker reads format {ARTIFACT_FORMAT}: "
+                "rebuild it with `python -m export_tools build` (or `demo`) from this version"
+            )
         if verify:
             problems = file_problems(root, manifest["files"])
             if problems:

@@ -25,6 +25,18 @@ Cache = list[Any]  # per layer key/value: numpy arrays, or OrtValues under IO bi
 
 
 @dataclass
+class Step:
+    """One decoder step: the top-k log-probabilities after the bans ``values (rows, k)`` with their ``ids``
+    and ``log_mass (rows, 1)`` (what probability the bans left), or, without top-k, the full ``values``
+    logits ``(rows, V)``; and the self-attention cache ``present``."""
+
+    values: np.ndarray
+    ids: np.ndarray | None
+    log_mass: np.ndarray | None
+    present: Cache
+
+
+@dataclass
 class EncoderState:
     """What the decoder attends to, per sentence: cross-attention K/V and the source mask."""
 
@@ -63,21 +75,41 @@ class Inference:
 
     # -- decoder step ------------------------------------------------------------------------------
 
-    def step(self, tokens: np.ndarray, state: EncoderState, past: Cache, top_k: int | None = None):
-        """One decoder step for the last of ``tokens``: ``(values, ids, present)``.
+    def step(
+        self,
+        tokens: np.ndarray,
+        state: EncoderState,
+        past: Cache,
+        top_k: int | None = None,
+        bans: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> Step:
+        """One decoder step for the last of ``tokens``.
 
-        With ``top_k``: the k best log-probabilities ``(rows, k)`` and their ids, computed in the
-        graph. Without: the full logits ``(rows, V)`` and ids None.
+        With ``top_k``: the k best log-probabilities after ``bans`` (``banned_ids``, ``banned_values``,
+        both ``(rows, M)``), computed in the graph. Without: the full logits.
         """
-        host = {"input_ids": tokens, "encoder_attention_mask": state.mask, "top_k_slots": self._slots(top_k or 1)}
-        heads = ["top_logprobs", "top_ids"] if top_k else ["logits"]
+        banned_ids, banned_values = bans if bans is not None else self._no_bans(len(tokens))
+        host = {
+            "input_ids": tokens,
+            "encoder_attention_mask": state.mask,
+            "top_k_slots": self._slots(top_k or 1),
+            "banned_ids": banned_ids,
+            "banned_values": banned_values,
+        }
+        heads = ["top_logprobs", "top_ids", "log_mass"] if top_k else ["logits"]
         device = dict(zip(self.cross_names, state.cross)) | dict(zip(self.past_names, past))
         if self.bound:
             out, present = self._run_bound(self.decoder, host, device, heads, self.present_names)
         else:
             values = self.decoder.run(heads + self.present_names, host | device)
             out, present = values[: len(heads)], values[len(heads) :]
-        return out[0], (out[1] if top_k else None), present
+        if top_k:
+            return Step(out[0], out[1], out[2], present)
+        return Step(out[0], None, None, present)
+
+    @staticmethod
+    def _no_bans(rows: int) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros((rows, 1), dtype=np.int64), np.zeros((rows, 1), dtype=np.float32)
 
     def _run_bound(self, session, host: dict, device: dict, to_host: list[str], to_device: list[str]):
         """Run with IO binding: ``device`` inputs are OrtValues already there; returns (host arrays, OrtValues)."""

@@ -34,7 +34,10 @@ class DecodingOptions:
     no_repeat_ngram_size: int = 0
     repetition_penalty: float = 1.0
     num_hypotheses: int = 1
-    target_language: str | None = None
+    renormalize: bool = False  # generate's renormalize_logits: log-softmax again after the filters
+    source_language: str | None = None  # multilingual models: the source's language token (m2m100, nllb, mbart)
+    target_language: str | None = None  # forced first target token, a >>lang<< source token, or a T5 task
+    source_prefix: str | None = None  # text put before every source (T5's task prefix, chosen by the languages)
     max_length_ratio: float | None = None  # cap new tokens at ratio * source length (per batch)
 
     def __post_init__(self) -> None:
@@ -72,6 +75,7 @@ class DecodingOptions:
             ("early_stopping", "early_stopping"),
             ("no_repeat_ngram_size", "no_repeat_ngram_size"),
             ("repetition_penalty", "repetition_penalty"),
+            ("renormalize", "renormalize_logits"),
         ):
             if config.get(theirs) is not None:
                 base[ours] = config[theirs]
@@ -91,8 +95,7 @@ class Vocabulary:
     decoder_start: int
     eos: int
     suppressed: tuple[int, ...] = ()  # never generated (e.g. Marian's pad)
-    forced_bos: int | None = None
-    forced_eos: int | None = None
+    forced_eos: int | None = None  # forced at the length limit
 
 
 @dataclass
@@ -108,10 +111,9 @@ class SearchResult:
 
 
 # ------------------------------------------------------------------------------------------------
-# Logit filters, in generate's order. They run on the graph's top-k candidates when that is exact
-# (bans only remove candidates) and on the full vocabulary otherwise.
-
-NGRAM_MARGIN = 4  # extra candidates fetched per row so that a few n-gram bans never force a full pass
+# Logit filters, in generate's order. Bans reach the decoder graph, so its top-k candidates are exact
+# whatever is banned; only the repetition penalty (which rescales, and can reorder the top) needs the
+# full vocabulary in Python.
 
 
 @dataclass
@@ -141,7 +143,6 @@ class Filters:
         self.min_length = options.min_new_tokens + 1 if options.min_new_tokens else 0
         # Repetition penalty rescales kept tokens, which can reorder the top: only the full pass is exact.
         self.top_k_exact = options.repetition_penalty == 1.0
-        self.margin = len(vocab.suppressed) + 1 + (NGRAM_MARGIN if options.no_repeat_ngram_size else 0)
 
     def forced_token(self, length: int) -> int | None:
         if self.forced_bos is not None and length == 1:
@@ -160,15 +161,16 @@ class Filters:
             return [always] * len(sequences)
         return [always | _repeated_ngram_ends(seq, n) for seq in sequences.tolist()]
 
-    def on_candidates(self, sequences: np.ndarray, cands: Candidates, need: int) -> Candidates | None:
-        """Apply the bans to the top-k; None when too few candidates survive to be exact."""
-        for row, banned in enumerate(self.bans(sequences)):
-            if banned:
-                hit = np.isin(cands.ids[row], list(banned))
-                cands.values[row, hit] = -np.inf
-        if (np.isfinite(cands.values).sum(axis=1) < need).any():
-            return None
-        return cands
+    def ban_arrays(self, sequences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The bans as the decoder graph takes them: ``banned_ids (rows, M)`` and ``banned_values`` (-inf,
+        or 0 where a row has fewer than M bans)."""
+        bans = [sorted(b) for b in self.bans(sequences)]
+        width = max(1, max(map(len, bans)))
+        ids = np.zeros((len(bans), width), dtype=np.int64)
+        values = np.zeros((len(bans), width), dtype=np.float32)
+        for row, banned in enumerate(bans):
+            ids[row, : len(banned)], values[row, : len(banned)] = banned, -np.inf
+        return ids, values
 
     def on_full(self, sequences: np.ndarray, scores: np.ndarray) -> np.ndarray:
         """All filters on full scores (raw logits for greedy, log-probabilities for beam), as generate does."""
@@ -202,28 +204,30 @@ def next_candidates(
 ) -> tuple[Candidates, list[np.ndarray]]:
     """One decoder step for the last token of each row of ``sequences (rows, length)``.
 
-    Forced steps skip the scores; otherwise the graph's top ``need + margin`` candidates are used
-    when exact, and the full vocabulary when not (a second run of the same step, which is rare).
-    """
+    Forced steps skip the scores; otherwise the graph's top ``need`` candidates after the bans, and the
+    full vocabulary when a repetition penalty is set. ``renormalize`` divides by what probability the
+    bans left, as generate's ``renormalize_logits`` does (a forced token scores 0 either way)."""
     tokens = sequences[:, -1:]
+    renormalize = filters.options.renormalize
     forced = filters.forced_token(sequences.shape[1])
     if forced is not None:
-        _, _, present = inference.step(tokens, state, past, top_k=1)
-        return Candidates.forced(len(tokens), forced, need), present
+        out = inference.step(tokens, state, past, top_k=1)
+        return Candidates.forced(len(tokens), forced, need), out.present
     if filters.top_k_exact:
-        values, ids, present = inference.step(tokens, state, past, top_k=need + filters.margin)
-        assert ids is not None
-        cands = filters.on_candidates(sequences, Candidates(values, ids), need)
-        if cands is not None:
-            return cands, present
-    logits, _, present = inference.step(tokens, state, past)
-    logprobs = log_softmax(logits.astype(np.float32))
-    if greedy:  # generate filters raw logits for greedy; the score is the model's log-probability
-        chosen = filters.on_full(sequences, logits.astype(np.float32)).argmax(axis=1)
+        out = inference.step(tokens, state, past, top_k=need, bans=filters.ban_arrays(sequences))
+        assert out.ids is not None and out.log_mass is not None
+        return Candidates(out.values - out.log_mass if renormalize else out.values, out.ids), out.present
+    out = inference.step(tokens, state, past)
+    logits = out.values.astype(np.float32)
+    if greedy:  # generate filters raw logits for greedy; the score is the (renormalized) log-probability
+        processed = filters.on_full(sequences, logits.copy())
+        chosen = processed.argmax(axis=1)
+        scores = log_softmax(processed if renormalize else logits)
         rows = np.arange(len(chosen))
-        return Candidates(logprobs[rows, chosen][:, None], chosen[:, None].astype(np.int64)), present
-    full = filters.on_full(sequences, logprobs)
-    return Candidates(full, np.broadcast_to(np.arange(full.shape[1]), full.shape)), present
+        return Candidates(scores[rows, chosen][:, None], chosen[:, None].astype(np.int64)), out.present
+    full = filters.on_full(sequences, log_softmax(logits))
+    full = log_softmax(full) if renormalize else full
+    return Candidates(full, np.broadcast_to(np.arange(full.shape[1]), full.shape)), out.present
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -248,8 +252,9 @@ def generate(
     vocab: Vocabulary,
     forced_bos: int | None = None,
 ) -> list[SearchResult]:
-    """Translate the encoded batch; one result per sentence, in input order."""
-    filters = Filters(options, vocab, forced_bos if forced_bos is not None else vocab.forced_bos)
+    """Translate the encoded batch; one result per sentence, in input order. ``forced_bos``: the target
+    language token generation starts with (from the request's framing)."""
+    filters = Filters(options, vocab, forced_bos)
     if options.beam_size == 1:
         return _greedy(inference, state, options, vocab, filters)
     return BeamSearch(inference, options, vocab, filters).run(state)

@@ -17,7 +17,7 @@ from worker.engine.batching import Batch, plan_batches
 from worker.engine.inference import Inference, pad_batch
 from worker.engine.search import DecodingOptions, SearchResult, Vocabulary, generate
 from worker.engine.sessions import make_session
-from worker.tokenizer import Tokenizer
+from worker.tokenizer import Framing, Tokenizer
 
 MAX_TOKENS = 4096  # default token budget of one batch (source + beams * target tokens)
 
@@ -140,7 +140,6 @@ class Translator:
             decoder_start=special["decoder_start_token_id"],
             eos=special["eos_token_id"],
             suppressed=tuple(special.get("suppressed_ids", [])),
-            forced_bos=special.get("forced_bos_token_id"),
             forced_eos=special.get("forced_eos_token_id"),
         )
         self.pad_id: int = special["pad_token_id"]
@@ -164,26 +163,42 @@ class Translator:
             return inference
 
     def options(self, **overrides: object) -> DecodingOptions:
-        """The model's own generation settings with ``overrides`` applied."""
-        return DecodingOptions.from_generation_config(self.generation_config, **overrides)
+        """The model's own generation settings with ``overrides`` applied.
+
+        When the languages select a T5 task, its settings (``task_specific_params``: beams, length)
+        come between the two, as the Hugging Face translation pipeline applies them."""
+        config = self.generation_config
+        if self.tokenizer.tasks and (overrides.get("source_language") or overrides.get("target_language")):
+            framing = self.tokenizer.framing(
+                overrides.get("source_language"),  # type: ignore[arg-type]
+                overrides.get("target_language"),  # type: ignore[arg-type]
+                overrides.get("source_prefix"),  # type: ignore[arg-type]
+            )
+            config = config | self.tokenizer.task_generation(framing)
+        return DecodingOptions.from_generation_config(config, **overrides)
+
+    def framing(self, options: DecodingOptions, *, require_target: bool = True) -> Framing:
+        """The request's source framing and forced target token; unknown languages are a ValueError."""
+        return self.tokenizer.framing(
+            options.source_language, options.target_language, options.source_prefix, require_target=require_target
+        )
 
     def generate_ids(self, sources: Sequence[Sequence[int]], options: DecodingOptions) -> list[SearchResult]:
-        """One search over already-tokenised sources, as one batch."""
+        """One search over already-tokenised (and framed) sources, as one batch; the target language of
+        ``options`` (or the model's default) is forced first, as ``generate`` does with the same ids."""
+        forced_bos = self.framing(options, require_target=False).forced_bos
+        options = self.within_positions(options)
         ids, mask = pad_batch(sources, self.pad_id)
         with self.pool.acquire() as inference:
             state = inference.encode(ids, mask)
-            return generate(inference, state, options, self.vocab, self._forced_bos(options))
+            return generate(inference, state, options, self.vocab, forced_bos)
 
-    def _forced_bos(self, options: DecodingOptions) -> int | None:
-        if options.target_language is None:
-            return None
-        languages = self.tokenizer.language_ids
-        if options.target_language not in languages:
-            raise ValueError(
-                f"target language {options.target_language!r} is not in this model's languages "
-                f"({', '.join(sorted(languages)) or 'none: it translates one fixed pair'})"
-            )
-        return languages[options.target_language]
+    def within_positions(self, options: DecodingOptions) -> DecodingOptions:
+        """Length limits clamped to what the decoder's positions hold (results at the limit are flagged)."""
+        if self.max_positions is None or options.max_new_tokens <= self.max_positions:
+            return options
+        limit = self.max_positions
+        return replace(options, max_new_tokens=limit, min_new_tokens=min(options.min_new_tokens, limit))
 
     def translate_batch(self, sentences: Sequence[str], options: DecodingOptions | None = None) -> list[Translation]:
         """Translations in input order; empty or blank sentences give empty ones without a model call."""
@@ -191,10 +206,10 @@ class Translator:
             if not isinstance(s, str):
                 raise TypeError(f"translate_batch takes strings, got {type(s).__name__}: {s!r:.80}")
         options = options or self.options()
-        self._forced_bos(options)  # a bad target language fails before any work
+        framing = self.framing(options)  # bad languages fail before any work
         out = [Translation("", [], 0.0) for _ in sentences]
         todo = [i for i, s in enumerate(sentences) if s.strip()]
-        fitted = [self._fit(self.tokenizer.encode(sentences[i])) for i in todo]
+        fitted = [self._fit(self.tokenizer.encode(sentences[i], framing)) for i in todo]
         results = self.search([source for source, _ in fitted], options)
         for i, result, (_, truncated) in zip(todo, results, fitted):
             out[i] = self._translation(result, truncated)
