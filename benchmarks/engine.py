@@ -77,52 +77,27 @@ def prepare() -> None:
 
 
 def opus_shape_model(model_dir: Path) -> Path:
-    """Save the random opus-mt-en-zh-shaped Marian (seed 0) with a 65001-entry vocabulary."""
+    """opus-mt-en-zh at its real size (d_model 512, 6+6 layers, 8 heads, ffn 2048, 65001 ids), its
+    tokenizer and generation config from the real-like fixture, Hugging Face's own init (seed 0)."""
+    import shutil
+
     import torch
-    from transformers import GenerationConfig, MarianConfig, MarianMTModel, MarianTokenizer
+    from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
-    from export_tools.fixtures.tiny import build_tiny
+    from export_tools.fixtures.like import build_like
 
-    tiny = build_tiny("marian", model_dir.parent / f"{model_dir.name}-tiny", force=True)
-    tokenizer = MarianTokenizer.from_pretrained(tiny)
-    pieces = [p for p in tokenizer.get_vocab() if p != "<pad>"]  # the tiny vocabulary; <pad> goes last
-    pieces += [f"▁w{i}" for i in range(VOCAB - 1 - len(pieces))] + ["<pad>"]
+    like = build_like("opus-mt-en-zh", model_dir.parent / f"{model_dir.name}-like", force=True)
     model_dir.mkdir(parents=True, exist_ok=True)
-    (tiny / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)}, ensure_ascii=False))
-    # Built from the files, not from_pretrained: the saved tokenizer_config pins the old <pad> id.
-    MarianTokenizer(str(tiny / "source.spm"), str(tiny / "target.spm"), str(tiny / "vocab.json")).save_pretrained(
-        model_dir
-    )
-    config = MarianConfig(
-        vocab_size=VOCAB,
-        d_model=512,
-        encoder_layers=6,
-        decoder_layers=6,
-        encoder_attention_heads=8,
-        decoder_attention_heads=8,
-        encoder_ffn_dim=2048,
-        decoder_ffn_dim=2048,
-        max_position_embeddings=512,
-        pad_token_id=VOCAB - 1,
-        eos_token_id=0,
-        decoder_start_token_id=VOCAB - 1,
-        forced_eos_token_id=0,
-        activation_function="swish",
-        scale_embedding=True,
-        share_encoder_decoder_embeddings=True,
-    )
+    for name in ("source.spm", "target.spm", "vocab.json", "tokenizer_config.json"):
+        shutil.copy(like / name, model_dir / name)
+    config = MarianConfig.from_pretrained(like)
+    config.update(dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                       decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048))  # fmt: skip
     torch.manual_seed(0)
     model = MarianMTModel(config)
-    model.generation_config = GenerationConfig(
-        num_beams=4,
-        max_length=512,
-        bad_words_ids=[[VOCAB - 1]],
-        pad_token_id=VOCAB - 1,
-        eos_token_id=0,
-        decoder_start_token_id=VOCAB - 1,
-        forced_eos_token_id=0,
-    )
+    model.generation_config = GenerationConfig.from_pretrained(like)
     model.save_pretrained(model_dir)
+    shutil.rmtree(like)
     return model_dir
 
 

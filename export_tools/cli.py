@@ -1,8 +1,8 @@
 """``python -m export_tools``: build, verify, and make the test and demo models.
 
-    python -m export_tools tiny --arch marian --out /tmp/tiny-marian
-    python -m export_tools build /tmp/tiny-marian --out /tmp/artifact --precision fp32 int8
-    python -m export_tools verify /tmp/artifact --source /tmp/tiny-marian
+    python -m export_tools tiny --like opus-mt-en-zh --out /tmp/opus-like
+    python -m export_tools build /tmp/opus-like --out /tmp/artifact --precision fp32 int8
+    python -m export_tools verify /tmp/artifact --source /tmp/opus-like
     python -m export_tools demo --out artifacts/demo
 
 SRC for ``build`` is a directory written by ``save_pretrained`` or a Hugging Face hub id such as
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from export_tools.architectures import SUPPORTED, ExportError
+from export_tools.fixtures.names import LIKE
 from worker.artifact import ArtifactError
 
 DEMO_CHECKPOINT = Path(__file__).parent / "fixtures" / "demo_model"
@@ -29,7 +30,7 @@ def _verifier(args: argparse.Namespace):
     dev = verify.read_dev_set(Path(args.dev_set)) if args.dev_set else None
 
     def check(source, root: Path) -> None:
-        report = verify.run(root, source if not args.skip_parity else None, dev, args.max_bleu_drop)
+        report = verify.run(root, source if not args.skip_parity else None, dev, args.max_bleu_drop, _languages(args))
         print(json.dumps(report, indent=2, ensure_ascii=False))
 
     return check
@@ -53,13 +54,18 @@ def cmd_verify(args: argparse.Namespace) -> None:
 
         source = load_source(args.source)
     dev = verify.read_dev_set(Path(args.dev_set)) if args.dev_set else None
-    print(json.dumps(verify.run(root, source, dev, args.max_bleu_drop), indent=2, ensure_ascii=False))
+    report = verify.run(root, source, dev, args.max_bleu_drop, _languages(args))
+    print(json.dumps(report, indent=2, ensure_ascii=False))
+
+
+def _languages(args: argparse.Namespace) -> dict[str, str | None]:
+    return {"source_language": args.source_language, "target_language": args.target_language}
 
 
 def cmd_tiny(args: argparse.Namespace) -> None:
-    from export_tools.fixtures.tiny import build_tiny
+    from export_tools.fixtures.like import build_like
 
-    print(build_tiny(args.arch, Path(args.out), seed=args.seed, force=args.force))
+    print(build_like(args.like, Path(args.out), seed=args.seed, force=args.force, positions=args.positions))
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -81,6 +87,8 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
         default=0.5,
         help="refuse INT8/FP16 whose BLEU trails fp32 by more than this (default 0.5)",
     )
+    p.add_argument("--source-language", help="the dev set's source language, for models that read several")
+    p.add_argument("--target-language", help="the dev set's target language, for models that write several")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -115,10 +123,16 @@ def parser() -> argparse.ArgumentParser:
     _gate_options(v)
     v.set_defaults(func=cmd_verify)
 
-    t = sub.add_parser("tiny", help="write a tiny random model (for tests) as a save_pretrained directory")
-    t.add_argument("--arch", required=True, choices=["marian", "m2m100", "t5"])
+    t = sub.add_parser(
+        "tiny",
+        help="write a small random model that carries a real model's configs and tokenizer (for tests)",
+        description="A save_pretrained directory with the real model's vocabulary layout, tokenizer files and "
+        "generation settings, scaled-down layers and random weights (see export_tools/fixtures/like.py).",
+    )
+    t.add_argument("--like", required=True, choices=sorted(LIKE), help="the real model to reproduce")
     t.add_argument("--out", required=True)
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=int, default=0, help="seed of the random weights")
+    t.add_argument("--positions", type=int, help="override max_position_embeddings (e.g. 128 for length tests)")
     t.add_argument("--force", action="store_true", help="replace an existing --out")
     t.set_defaults(func=cmd_tiny)
 

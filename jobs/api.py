@@ -60,6 +60,11 @@ def submit(spec: JobSpec, *, enqueue: bool = True, on_progress: Callable[[str], 
         tokenizer = Tokenizer.from_artifact(artifact)
     except (ArtifactError, OSError, KeyError) as err:
         raise SpecError(f"artifact {spec.artifact!r}: {err}") from None
+    options = spec.options
+    try:
+        tokenizer.framing(options.get("source_language"), options.get("target_language"), options.get("source_prefix"))
+    except ValueError as err:
+        raise SpecError(f"options: {err}") from None
     try:
         storage = open_storage(spec.output)
     except StorageError as err:

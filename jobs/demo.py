@@ -25,10 +25,17 @@ OUTPUT = ROOT / "results" / "demo"
 
 
 def ensure_artifact(path: Path) -> None:
-    if (path / "manifest.json").exists():
+    """Build the demo artifact if it is missing or was built by a version that wrote another format."""
+    from worker.artifact import Artifact, ArtifactError
+
+    try:
+        Artifact.load(path, verify=False)
         return
+    except ArtifactError:
+        pass
     print(f"building the demo artifact at {path} (once; about a minute)", flush=True)
-    subprocess.run([sys.executable, "-m", "export_tools", "demo", "--out", str(path)], check=True, cwd=ROOT)
+    command = [sys.executable, "-m", "export_tools", "demo", "--out", str(path), "--force"]
+    subprocess.run(command, check=True, cwd=ROOT)
 
 
 def run(artifact: Path, corpus: Path, output: Path, pairs: int) -> int:

@@ -10,7 +10,8 @@
     priority: 5                        # 0 (first) .. 9 (last)
     chunk_documents: 64                # at most this many documents per task ...
     chunk_tokens: 20000                # ... and at most this many source tokens (a longer document: alone)
-    options: {beam_size: 4, max_new_tokens: 256, overlap: 1, budget: 64}
+    options: {beam_size: 4, max_new_tokens: 256, overlap: 1, budget: 64,
+              source_language: fr, target_language: de}  # languages: for models that read or write several
 
 Unknown keys are refused (a typo must not silently fall back to a default).
 """
@@ -50,7 +51,9 @@ SCHEMA: dict[str, Any] = {
             "properties": {
                 "beam_size": {"type": "integer", "minimum": 1, "maximum": 16},
                 "max_new_tokens": {"type": "integer", "minimum": 1, "maximum": 4096},
-                "target_language": {"type": "string"},
+                "source_language": {"type": "string", "minLength": 1},
+                "target_language": {"type": "string", "minLength": 1},
+                "source_prefix": {"type": "string"},
                 "overlap": {"type": "integer", "minimum": 0, "maximum": 8},
                 "budget": {"type": "integer", "minimum": 8, "maximum": 1024},
             },

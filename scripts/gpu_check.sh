@@ -2,9 +2,9 @@
 # GPU check for the engine: CUDA parity and a small benchmark, in well under 5 minutes on one GPU.
 #
 # Prepare here (CPU machine):  python -m scripts.gpu_check prepare --out build/gpu-check
-#   builds the tiny fp32/fp16 artifacts and the demo artifact and records CPU fp32 reference outputs.
+#   builds fp32/fp16 artifacts of two real-like models and the demo and records CPU fp32 reference outputs.
 # Run there (GPU machine):     bash scripts/gpu_check.sh build/gpu-check
-#   with build/gpu-check carried along; needs onnxruntime with the CUDA provider, numpy, sentencepiece.
+#   with build/gpu-check carried along; needs onnxruntime with the CUDA provider, numpy, sentencepiece, tokenizers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build/gpu-check}

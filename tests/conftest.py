@@ -1,7 +1,15 @@
-"""Shared fixtures: tiny random models of every architecture and artifacts built from them (once per run)."""
+"""Shared fixtures: small random models that carry six real models' configs and tokenizers, and the
+artifacts built from them (once per run).
+
+The weights are drawn from a seed chosen when the run starts (``FANYI_TEST_SEED`` repeats one), so
+the parity tests hold for models the code has never seen, not for one lucky draw. The seed is printed
+in the header and again after any failure.
+"""
 
 from __future__ import annotations
 
+import os
+import secrets
 import shutil
 from pathlib import Path
 
@@ -9,27 +17,44 @@ import pytest
 
 from export_tools import verify
 from export_tools.build import build
-from export_tools.fixtures.tiny import ARCHS, build_tiny
+from export_tools.fixtures.like import build_like
+from export_tools.fixtures.names import LIKE
 from tests.services import RedisServer, redis_answers
 
 SYSTEM_REDIS = "redis://127.0.0.1:6379/11"  # a database of the tests' own on the machine's Redis
+MODEL_SEED = int(os.environ.get("FANYI_TEST_SEED") or secrets.randbelow(2**31))
+
+
+def pytest_report_header() -> str:
+    return f"model weights seed: {MODEL_SEED} (repeat with FANYI_TEST_SEED={MODEL_SEED})"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:
+    if exitstatus:
+        terminalreporter.write_line(f"model weights seed: {MODEL_SEED} (repeat with FANYI_TEST_SEED={MODEL_SEED})")
 
 
 @pytest.fixture(scope="session")
-def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("tiny")
-    return {arch: build_tiny(arch, root / arch) for arch in ARCHS}
+def model_seed() -> int:
+    return MODEL_SEED
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory, model_seed: int) -> dict[str, Path]:
+    """The six real-like models (``export_tools/fixtures/names.py``), keyed by the real model's name."""
+    root = tmp_path_factory.mktemp("like")
+    return {name: build_like(name, root / name, seed=model_seed) for name in LIKE}
 
 
 @pytest.fixture(scope="session")
 def artifacts(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """fp32 + int8 artifacts (marian also fp16), each verified for parity while it was built."""
+    """fp32 + int8 artifacts (opus-mt-en-zh also fp16), each verified for parity while it was built."""
     root = tmp_path_factory.mktemp("artifacts")
     out = {}
-    for arch, src in tiny_models.items():
-        precisions = ["fp32", "int8", "fp16"] if arch == "marian" else ["fp32", "int8"]
-        build(str(src), root / arch, precisions, verify=lambda source, tmp: verify.run(tmp, source))
-        out[arch] = root / arch
+    for name, src in tiny_models.items():
+        precisions = ["fp32", "int8", "fp16"] if name == "opus-mt-en-zh" else ["fp32", "int8"]
+        build(str(src), root / name, precisions, verify=lambda source, tmp: verify.run(tmp, source))
+        out[name] = root / name
     return out
 
 
@@ -37,8 +62,8 @@ def artifacts(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFac
 def artifact_copy(artifacts: dict[str, Path], tmp_path: Path):
     """A private copy of an artifact that a test may damage."""
 
-    def copy(arch: str) -> Path:
-        return Path(shutil.copytree(artifacts[arch], tmp_path / f"{arch}-copy"))
+    def copy(name: str) -> Path:
+        return Path(shutil.copytree(artifacts[name], tmp_path / f"{name}-copy"))
 
     return copy
 

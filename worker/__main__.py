@@ -44,7 +44,17 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--precision", choices=["fp32", "int8", "fp16"], help="default: int8 on cpu if present, else fp32")
     t.add_argument("--beam", type=int, help="beam size (default: the model's generation config; 1 = greedy)")
     t.add_argument("--max-new-tokens", type=int, help="length limit per translation")
-    t.add_argument("--target-language", help="target language code for multilingual models (m2m100/nllb)")
+    t.add_argument(
+        "--source-language",
+        help="source language code for many-to-many models (m2m100 'fr', nllb 'fra_Latn', mbart-50 'fr_XX'); "
+        "with --target-language it also picks a T5 task ('en' -> 'de')",
+    )
+    t.add_argument(
+        "--target-language",
+        help="target language code: forced first token (m2m100/nllb/mbart-50), the >>cmn_Hans<< token of a "
+        "multilingual Marian, or a T5 task's target; an unknown code is refused naming the model's codes",
+    )
+    t.add_argument("--source-prefix", help="text put before every source, replacing a T5 task's prefix")
     t.add_argument("--threads", type=int, default=2, help="ONNX Runtime intra-op threads")
     t.add_argument("--jsonl", action="store_true", help="write JSON lines with ids, scores and flags")
     t.add_argument("--documents", action="store_true", help='read {"id", "text"} JSON lines; write one result each')
@@ -72,7 +82,11 @@ def translate(args: argparse.Namespace) -> None:
 
     translator = Translator(args.artifact, device=args.device, precision=args.precision, threads=args.threads)
     options = translator.options(
-        beam_size=args.beam, max_new_tokens=args.max_new_tokens, target_language=args.target_language
+        beam_size=args.beam,
+        max_new_tokens=args.max_new_tokens,
+        source_language=args.source_language,
+        target_language=args.target_language,
+        source_prefix=args.source_prefix,
     )
     if args.documents:
         translate_documents(translator, options, args)

@@ -31,7 +31,7 @@ from worker.job import Job, decode_documents, encode_rows, finalize, input_key, 
 from worker.storage import StorageError, open_storage
 
 log = logging.getLogger(__name__)
-DECODING_OPTIONS = ("beam_size", "max_new_tokens", "target_language")
+DECODING_OPTIONS = ("beam_size", "max_new_tokens", "source_language", "target_language", "source_prefix")
 ATTEMPTS_TTL = 7 * 24 * 3600  # seconds the delivery record of a chunk is kept in Redis
 
 

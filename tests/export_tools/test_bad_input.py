@@ -29,32 +29,32 @@ def test_missing_model_directory(tmp_path: Path) -> None:
 
 
 def test_corrupt_config(tiny_models, tmp_path: Path) -> None:
-    src = Path(shutil.copytree(tiny_models["marian"], tmp_path / "src"))
+    src = Path(shutil.copytree(tiny_models["opus-mt-en-zh"], tmp_path / "src"))
     (src / "config.json").write_text("{ not json")
     assert_refused(src, tmp_path / "out", "config.json is not valid JSON")
 
 
 def test_missing_weights(tiny_models, tmp_path: Path) -> None:
-    src = Path(shutil.copytree(tiny_models["marian"], tmp_path / "src"))
+    src = Path(shutil.copytree(tiny_models["opus-mt-en-zh"], tmp_path / "src"))
     (src / "model.safetensors").unlink()
     assert_refused(src, tmp_path / "out", "weights are missing")
 
 
 def test_unsupported_architecture_names_the_supported_ones(tiny_models, tmp_path: Path) -> None:
-    src = Path(shutil.copytree(tiny_models["marian"], tmp_path / "src"))
+    src = Path(shutil.copytree(tiny_models["opus-mt-en-zh"], tmp_path / "src"))
     config = json.loads((src / "config.json").read_text())
     (src / "config.json").write_text(json.dumps(config | {"model_type": "bart"}))
     assert_refused(src, tmp_path / "out", "unsupported architecture 'bart'", "marian", "m2m100", "t5")
 
 
 def test_model_without_generation_config(tiny_models, tmp_path: Path) -> None:
-    src = Path(shutil.copytree(tiny_models["marian"], tmp_path / "src"))
+    src = Path(shutil.copytree(tiny_models["opus-mt-en-zh"], tmp_path / "src"))
     (src / "generation_config.json").unlink()
     assert_refused(src, tmp_path / "out", "no generation_config.json")
 
 
 def test_tokenizer_of_another_model_is_refused(tiny_models, tmp_path: Path) -> None:
-    src = Path(shutil.copytree(tiny_models["marian"], tmp_path / "src"))
+    src = Path(shutil.copytree(tiny_models["opus-mt-en-zh"], tmp_path / "src"))
     vocab = json.loads((src / "vocab.json").read_text())
     bigger = {piece: i + 5000 for piece, i in vocab.items()}  # a vocabulary 5,000 ids larger than the model's
     (src / "vocab.json").write_text(json.dumps(bigger))
@@ -63,7 +63,9 @@ def test_tokenizer_of_another_model_is_refused(tiny_models, tmp_path: Path) -> N
 
 @pytest.mark.parametrize("precisions", [["int8"], ["fp32", "bf16"]])
 def test_precision_list_needs_fp32_and_known_names(tiny_models, tmp_path: Path, precisions: list[str]) -> None:
-    result = run_cli("build", str(tiny_models["marian"]), "--out", str(tmp_path / "o"), "--precision", *precisions)
+    result = run_cli(
+        "build", str(tiny_models["opus-mt-en-zh"]), "--out", str(tmp_path / "o"), "--precision", *precisions
+    )
     assert result.returncode != 0
     assert not (tmp_path / "o").exists()
 
@@ -79,5 +81,5 @@ def test_a_full_disk_is_reported_and_leaves_nothing(tiny_models, tmp_path: Path,
 
     monkeypatch.setattr(build_module, "save_shared", disk_full)
     with pytest.raises(ExportError, match="no space left on the device.*free space"):
-        build_module.build(str(tiny_models["marian"]), tmp_path / "out", ["fp32"])
+        build_module.build(str(tiny_models["opus-mt-en-zh"]), tmp_path / "out", ["fp32"])
     assert list(tmp_path.iterdir()) == []

@@ -9,7 +9,7 @@ from tests.export_tools.test_build import run_cli
 
 
 def test_int8_far_from_fp32_is_refused_and_the_report_says_by_how_much(artifact_copy, tmp_path: Path) -> None:
-    root = artifact_copy("marian")
+    root = artifact_copy("opus-mt-en-zh")
     dev = tmp_path / "dev.tsv"
     dev.write_text("Tom has 3 apples.\nThe meeting starts at 9 am.\nAnna went to the park today.\n")
     result = run_cli("verify", str(root), "--dev-set", str(dev))
@@ -23,7 +23,7 @@ def test_int8_far_from_fp32_is_refused_and_the_report_says_by_how_much(artifact_
 
 
 def test_a_generous_threshold_accepts_the_same_artifact(artifact_copy, tmp_path: Path) -> None:
-    root = artifact_copy("marian")
+    root = artifact_copy("opus-mt-en-zh")
     dev = tmp_path / "dev.jsonl"
     dev.write_text(json.dumps({"source": "Tom has 3 apples.", "reference": "汤姆有3个苹果。"}) + "\n")
     result = run_cli("verify", str(root), "--dev-set", str(dev), "--max-bleu-drop", "100")

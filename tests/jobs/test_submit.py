@@ -60,6 +60,16 @@ def test_an_unknown_artifact_is_refused(tmp_path, services) -> None:
     refused(tmp_path, services, tmp_path / "no-such-artifact", "no-such-artifact")
 
 
+def test_languages_the_model_lacks_are_refused_naming_its_own(tmp_path, services, artifacts) -> None:
+    nllb = artifacts["nllb-200-distilled-600M"]
+    options = {"source_language": "eng_Latn", "target_language": "zh"}
+    refused(tmp_path, services, nllb, "options: target language 'zh' is not one of", options=options)
+    refused(tmp_path, services, nllb, "name a target language (one of ace_Arab", options={})
+    refused(
+        tmp_path, services, artifacts["t5-small"], "en -> de, en -> fr, en -> ro", options={"target_language": "zh"}
+    )
+
+
 def test_oversized_documents_and_specs_are_refused(tmp_path, services, demo_artifact) -> None:
     services = {**services, "env": {**services["env"], "FANYI_MAX_DOCUMENT_CHARS": "20"}}
     refused(tmp_path, services, demo_artifact, "more than 20: split it")

@@ -11,7 +11,7 @@ from worker.engine.translator import Translator
 
 
 def test_tampered_weights_are_refused_naming_the_file(artifact_copy) -> None:
-    root = artifact_copy("marian")
+    root = artifact_copy("opus-mt-en-zh")
     weights = root / "int8" / "weights.bin"
     data = bytearray(weights.read_bytes())
     data[100] ^= 0xFF
@@ -27,4 +27,4 @@ def test_missing_manifest_says_how_to_build_one(tmp_path: Path) -> None:
 
 def test_asking_for_a_precision_the_artifact_lacks_says_how_to_get_it(artifacts) -> None:
     with pytest.raises(ArtifactError, match="--precision fp16"):
-        Translator(artifacts["t5"], precision="fp16")
+        Translator(artifacts["t5-small"], precision="fp16")

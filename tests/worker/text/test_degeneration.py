@@ -21,7 +21,7 @@ def test_good_translations_and_legit_numbers_are_left_alone() -> None:
 
 
 def test_a_looping_model_is_retried_in_fp32_and_the_document_flagged(artifacts) -> None:
-    translator = Translator(artifacts["marian"], precision="int8")  # random weights: it loops
+    translator = Translator(artifacts["opus-mt-en-zh"], precision="int8")  # random weights: it loops
     (result,) = DocumentTranslator(translator).translate([("d", "Tom has 3 apples. The meeting starts at 9 am.")])
     assert result.status == "ok"
     assert {"degenerate", "retried"} <= set(result.flags)
