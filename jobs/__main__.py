@@ -82,7 +82,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _finished(s: api.JobStatus) -> int:
-    print(f"{s.id}: {s.state}, {s.done:,} documents, {s.errors or 0:,} errors, output {s.output}/{s.id}/parts/")
+    flags = ", ".join(f"{flag} {count:,}" for flag, count in s.sentence_flags.items()) or "none"
+    print(
+        f"{s.id}: {s.state}, {s.done:,} documents, {s.partial or 0:,} partial, {s.errors or 0:,} errors; "
+        f"sentences flagged: {flags}; output {s.output}/{s.id}/parts/"
+    )
     return 0 if s.state == "succeeded" else 2
 
 

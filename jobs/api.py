@@ -15,14 +15,24 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from jobs.chunks import plan_chunks
 from jobs.inputs import collect
 from jobs.spec import JobSpec, SpecError, load_spec
 from worker import metrics, settings
-from worker.job import Job, done_chunks, encode_documents, finalize, input_key, list_jobs, read_job, write_job
+from worker.job import (
+    Document,
+    Job,
+    done_chunks,
+    encode_documents,
+    finalize,
+    input_key,
+    list_jobs,
+    read_job,
+    write_job,
+)
 from worker.storage import Storage, StorageError, open_storage
 
 __all__ = ["JobStatus", "cancel", "jobs", "load_spec", "resume", "status", "submit", "wait"]
@@ -41,6 +51,8 @@ class JobStatus:
     chunks_done: int
     rate: float  # documents per second since submission
     output: str
+    partial: int | None = None  # documents with a sentence that still shows a symptom; None while unknown
+    sentence_flags: dict[str, int] = field(default_factory=dict)  # sentences per flag (retried, empty, ...)
 
     @property
     def eta(self) -> float | None:
@@ -69,24 +81,29 @@ def submit(spec: JobSpec, *, enqueue: bool = True, on_progress: Callable[[str], 
         storage = open_storage(spec.output)
     except StorageError as err:
         raise SpecError(f"output {spec.output!r}: {err}") from None
-    documents = collect(spec, settings.MAX_DOCUMENT_CHARS)
-    tokens = tokenizer.count([text for _, text in documents])
-    say(f"{len(documents):,} documents, {sum(tokens):,} source tokens checked")
+    documents, files = collect(spec, settings.MAX_DOCUMENT_CHARS)
+    tokens = tokenizer.count([d.text or "" for d in documents])
+    bad = sum(d.error is not None for d in documents)
+    say(
+        f"{len(documents):,} documents, {sum(tokens):,} source tokens checked"
+        + (f"; {bad:,} bad rows kept as error rows" if bad else "")
+    )
     ranges = plan_chunks(tokens, max_documents=spec.chunk_documents, max_tokens=spec.chunk_tokens)
     chunks = [documents[r.start : r.stop] for r in ranges]
     job_id = f"{spec.name}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
-    job = Job(job_id, spec.to_dict(), artifact.artifact_id, [len(c) for c in chunks])
+    job = Job(job_id, spec.to_dict(), artifact.artifact_id, [len(c) for c in chunks], bad_rows=bad)
     _write_inputs(storage, job_id, chunks, say)  # inputs first: a manifest always has its chunks
     write_job(storage, job)
-    if enqueue:
+    if not documents:  # a day with nothing new: a job of 0 documents, finished at once
+        say(f"no documents in {', '.join(files)}: the job succeeds with nothing to translate")
+        finalize(storage, job)
+    elif enqueue:
         _register(job_id, spec.output, job.documents)
         _enqueue(job, spec.output, range(len(chunks)))
     return job_id
 
 
-def _write_inputs(
-    storage: Storage, job_id: str, chunks: list[list[tuple[str, str]]], say: Callable[[str], None]
-) -> None:
+def _write_inputs(storage: Storage, job_id: str, chunks: list[list[Document]], say: Callable[[str], None]) -> None:
     def write(index: int) -> None:
         storage.put(input_key(job_id, index), encode_documents(chunks[index]))
 
@@ -144,21 +161,38 @@ def status(job_id: str, output: str | None = None) -> JobStatus:
     done = done_chunks(storage, job)
     summary = finalize(storage, job)  # the finalizer: the last task may have died before writing _SUCCESS
     if summary:
-        state, errors = "succeeded", summary["statuses"].get("error", 0)
+        state, counts = "succeeded", _counts(summary)
     else:
-        state, errors = ("cancelled" if storage.exists(job.key("_CANCELLED")) else "running"), _cached_errors(job_id)
+        state, counts = ("cancelled" if storage.exists(job.key("_CANCELLED")) else "running"), _cached_counts(job_id)
     finished = summary["finished"] if summary else time.time()
     documents_done = sum(job.chunks[c] for c in done)
     rate = documents_done / max(1e-9, finished - job.created)
-    return JobStatus(job.id, state, job.documents, documents_done, errors, len(job.chunks), len(done), rate, output)
+    errors, partial, flags = counts
+    return JobStatus(
+        job.id, state, job.documents, documents_done, errors, len(job.chunks), len(done), rate, output, partial, flags
+    )
 
 
-def _cached_errors(job_id: str) -> int | None:
+Counts = tuple[int | None, int | None, dict[str, int]]  # errors, partial, sentences per flag
+
+
+def _counts(summary: dict) -> Counts:
+    statuses = summary["statuses"]
+    return statuses.get("error", 0), statuses.get("partial", 0), dict(summary.get("sentence_flags", {}))
+
+
+def _cached_counts(job_id: str) -> Counts:
+    """What the workers' progress counters say so far; unknown when Redis lost them."""
     try:
-        found = metrics.cache().hget(metrics.JOB_PROGRESS_KEY.format(job=job_id), "errors")
-        return int(found) if found is not None else None
-    except Exception:  # noqa: BLE001
-        return None
+        found = {
+            k.decode(): int(v) for k, v in metrics.cache().hgetall(metrics.JOB_PROGRESS_KEY.format(job=job_id)).items()
+        }
+    except Exception:  # noqa: BLE001 - a cache
+        return None, None, {}
+    if "errors" not in found:
+        return None, None, {}
+    flags = {k.removeprefix("flag:"): v for k, v in found.items() if k.startswith("flag:")}
+    return found["errors"], found.get("partial", 0), flags
 
 
 def wait(
@@ -216,9 +250,10 @@ def progress_line(s: JobStatus, width: int = 30) -> str:
     filled = int(width * s.done / max(1, s.documents))
     eta = f"ETA {_duration(s.eta)}" if s.eta is not None else s.state
     errors = "?" if s.errors is None else f"{s.errors:,}"
+    partial = "?" if s.partial is None else f"{s.partial:,}"
     return (
         f"[{'#' * filled}{'.' * (width - filled)}] {s.done:,}/{s.documents:,} documents  "
-        f"{s.rate:.1f}/s  {eta}  errors {errors}"
+        f"{s.rate:.1f}/s  {eta}  partial {partial}  errors {errors}"
     )
 
 

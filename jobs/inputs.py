@@ -1,8 +1,13 @@
 """Reading a spec's inputs: Parquet, JSON lines or text files, local or ``s3://bucket/prefix/*.ext`` globs.
 
-Everything is checked before anything is written or enqueued: each pattern matches a file, each
-file parses and has the id and text columns, ids are unique across the job, texts are strings
-within the size limit. A problem is a ``SpecError`` naming the file, row and fix.
+Everything is read and checked before anything is written or enqueued. Two kinds of problem:
+
+* **Structural** (a pattern that matches nothing, an unreadable or unparsable file, a column no row
+  has, a text column that is not text, duplicate ids): the job is refused, naming the file and the fix.
+* **One bad row** (a null or non-string text, a line that is not JSON or not UTF-8, a row without an
+  id, a document over the size limit): with ``on_bad_row: error_row`` (the default) the row becomes an
+  error row in the output, its id kept (a line without one gets ``<file name>:<line>``), and the
+  rest of the job runs; with ``on_bad_row: refuse`` the job is refused naming the row.
 
 Text files hold one document per line; their ids are ``<file name>:<line number>``.
 """
@@ -11,10 +16,12 @@ from __future__ import annotations
 
 import glob
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from jobs.spec import JobSpec, SpecError
-from worker.job import read_parquet
+from worker.job import Document, read_parquet
 from worker.storage import S3Storage, StorageError, glob_keys
 
 FORMATS = (".parquet", ".jsonl", ".txt")
@@ -54,73 +61,131 @@ def _read_bytes(uri: str) -> bytes:
         raise SpecError(f"cannot read {uri}: {type(err).__name__}: {err}") from None
 
 
-def read_file(uri: str, id_column: str, text_column: str) -> list[tuple[str, str]]:
-    data = _read_bytes(uri)
-    if uri.endswith(".txt"):
-        name = uri.rsplit("/", 1)[-1]
-        lines = _decode(uri, data).split("\n")
-        return [(f"{name}:{n}", line) for n, line in enumerate(lines, 1) if line.strip()]
-    rows = _parquet_rows(uri, data, [id_column, text_column]) if uri.endswith(".parquet") else _jsonl_rows(uri, data)
-    documents = []
-    for n, row in enumerate(rows, 1):
-        missing = [c for c in (id_column, text_column) if c not in row]
-        if missing:
-            raise SpecError(f"{uri} row {n}: no column {missing[0]!r} (has {sorted(row)}): set id_column/text_column")
-        if not isinstance(row[text_column], str):
-            raise SpecError(f"{uri} row {n}: {text_column!r} is {type(row[text_column]).__name__}, not text")
-        documents.append((str(row[id_column]), row[text_column]))
-    return documents
+class Reader:
+    """One file's documents, bad rows included as error rows."""
 
+    def __init__(self, uri: str, id_column: str, text_column: str):
+        self.uri, self.name = uri, uri.rsplit("/", 1)[-1]
+        self.id_column, self.text_column = id_column, text_column
 
-def _decode(uri: str, data: bytes) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise SpecError(f"{uri} is not UTF-8 (byte {err.start}): re-encode it") from None
+    def documents(self) -> list[Document]:
+        data = _read_bytes(self.uri)
+        if self.uri.endswith(".txt"):
+            return list(self._text_lines(data))
+        if self.uri.endswith(".parquet"):
+            return [self._row(n, row) for n, row in enumerate(self._parquet_rows(data), 1)]
+        documents = list(self._json_lines(data))
+        if documents and all(d.error and "no column" in d.error for d in documents):
+            raise SpecError(
+                f"{self.uri}: no row has both {self.id_column!r} and {self.text_column!r}: set id_column/text_column"
+            )
+        return documents
 
+    def _bad(self, where: int, message: str, doc_id: str | None = None) -> Document:
+        return Document(doc_id if doc_id is not None else f"{self.name}:{where}", None, f"{self.name} {message}")
 
-def _jsonl_rows(uri: str, data: bytes) -> list[dict]:
-    rows = []
-    for n, line in enumerate(_decode(uri, data).split("\n"), 1):
-        if not line.strip():
-            continue
+    def _lines(self, data: bytes) -> Iterator[tuple[int, str | None]]:
+        """Numbered non-blank lines; None for one that is not UTF-8."""
+        for n, raw in enumerate(data.split(b"\n"), 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                yield n, None
+                continue
+            if line.strip():
+                yield n, line
+
+    def _text_lines(self, data: bytes) -> Iterator[Document]:
+        for n, line in self._lines(data):
+            if line is None:
+                yield self._bad(n, f"line {n} is not UTF-8: re-encode the file")
+            else:
+                yield Document(f"{self.name}:{n}", line)
+
+    def _json_lines(self, data: bytes) -> Iterator[Document]:
+        for n, line in self._lines(data):
+            if line is None:  # keep the id if the line still parses once the bad bytes are replaced
+                raw = data.split(b"\n")[n - 1].decode("utf-8", errors="replace")
+                doc_id = _id_of(raw, self.id_column)
+                yield self._bad(n, f"line {n} is not UTF-8: re-encode the file", doc_id)
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                yield self._bad(n, f"line {n} is not JSON ({err.msg})")
+                continue
+            yield self._row(n, row) if isinstance(row, dict) else self._bad(n, f"line {n} is not a JSON object")
+
+    def _parquet_rows(self, data: bytes) -> list[dict[str, Any]]:
+        import pyarrow as pa
+
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise SpecError(f"{uri} line {n}: not JSON ({err.msg})") from None
-        if not isinstance(row, dict):
-            raise SpecError(f"{uri} line {n}: expected a JSON object")
-        rows.append(row)
-    return rows
+            table = read_parquet(data)
+        except Exception as err:  # noqa: BLE001 - pyarrow raises several kinds
+            raise SpecError(f"{self.uri} is not a readable Parquet file: {err}") from None
+        missing = [c for c in (self.id_column, self.text_column) if c not in table.column_names]
+        if missing:
+            raise SpecError(
+                f"{self.uri}: no column {missing[0]!r} (has {table.column_names}): set id_column/text_column"
+            )
+        text_type = table.schema.field(self.text_column).type
+        if not (pa.types.is_string(text_type) or pa.types.is_large_string(text_type) or pa.types.is_null(text_type)):
+            raise SpecError(f"{self.uri}: column {self.text_column!r} holds {text_type}, not text: set text_column")
+        return list(table.select([self.id_column, self.text_column]).to_pylist())
+
+    def _row(self, n: int, row: dict[str, Any]) -> Document:
+        where = f"line {n}" if not self.uri.endswith(".parquet") else f"row {n}"
+        if self.id_column not in row or self.text_column not in row:
+            missing = self.id_column if self.id_column not in row else self.text_column
+            return self._bad(n, f"{where}: no column {missing!r}", _string_id(row.get(self.id_column)))
+        doc_id, text = _string_id(row[self.id_column]), row[self.text_column]
+        if doc_id is None:
+            return self._bad(n, f"{where}: the id is null")
+        if not isinstance(text, str):
+            kind = "null" if text is None else type(text).__name__
+            return self._bad(n, f"{where}: {self.text_column!r} is {kind}, not text", doc_id)
+        return Document(doc_id, text)
 
 
-def _parquet_rows(uri: str, data: bytes, columns: list[str]) -> list[dict]:
+def _string_id(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _id_of(line: str, id_column: str) -> str | None:
     try:
-        table = read_parquet(data)
-    except Exception as err:  # noqa: BLE001 - pyarrow raises several kinds
-        raise SpecError(f"{uri} is not a readable Parquet file: {err}") from None
-    missing = [c for c in columns if c not in table.column_names]
-    if missing:
-        raise SpecError(f"{uri}: no column {missing[0]!r} (has {table.column_names}): set id_column/text_column")
-    return table.select(columns).to_pylist()
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return _string_id(row.get(id_column)) if isinstance(row, dict) else None
 
 
-def collect(spec: JobSpec, max_chars: int) -> list[tuple[str, str]]:
-    """Every document of the spec, in input order, checked."""
-    documents: list[tuple[str, str]] = []
+def collect(spec: JobSpec, max_chars: int) -> tuple[list[Document], list[str]]:
+    """Every document of the spec, in input order, checked; and the files read.
+
+    A bad row is an error-row ``Document`` (``on_bad_row: error_row``) or refuses the job (``refuse``)."""
+    documents: list[Document] = []
     seen: dict[str, str] = {}
+    files: list[str] = []
     for pattern in spec.inputs:
         for uri in expand(pattern):
-            for doc_id, text in read_file(uri, spec.id_column, spec.text_column):
-                if doc_id in seen:
-                    raise SpecError(f"duplicate id {doc_id!r} in {uri} (first in {seen[doc_id]}): ids must be unique")
-                if len(text) > max_chars:
+            files.append(uri)
+            for document in Reader(uri, spec.id_column, spec.text_column).documents():
+                document = _within_limit(document, max_chars)
+                if document.error and spec.on_bad_row == "refuse":
+                    raise SpecError(f"{document.error} (on_bad_row: refuse; use error_row to keep the job going)")
+                if document.id in seen:
                     raise SpecError(
-                        f"document {doc_id!r} in {uri} has {len(text):,} characters, more than {max_chars:,}: "
-                        "split it into smaller documents"
+                        f"duplicate id {document.id!r} in {uri} (first in {seen[document.id]}): ids must be unique"
                     )
-                seen[doc_id] = uri
-                documents.append((doc_id, text))
-    if not documents:
-        raise SpecError("the inputs hold no documents")
-    return documents
+                seen[document.id] = uri
+                documents.append(document)
+    return documents, files
+
+
+def _within_limit(document: Document, max_chars: int) -> Document:
+    if document.text is None or len(document.text) <= max_chars:
+        return document
+    message = (
+        f"document has {len(document.text):,} characters, more than {max_chars:,}: split it into smaller documents"
+    )
+    return Document(document.id, None, message)

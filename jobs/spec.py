@@ -10,6 +10,7 @@
     priority: 5                        # 0 (first) .. 9 (last)
     chunk_documents: 64                # at most this many documents per task ...
     chunk_tokens: 20000                # ... and at most this many source tokens (a longer document: alone)
+    on_bad_row: error_row              # or refuse: a null/non-string text, bad JSON or UTF-8 line refuses the job
     options: {beam_size: 4, max_new_tokens: 256, overlap: 1, budget: 64,
               source_language: fr, target_language: de}  # languages: for models that read or write several
 
@@ -45,6 +46,7 @@ SCHEMA: dict[str, Any] = {
         "chunk_documents": {"type": "integer", "minimum": 1, "maximum": MAX_CHUNK_DOCUMENTS},
         "chunk_tokens": {"type": "integer", "minimum": 1, "maximum": MAX_CHUNK_TOKENS},
         "schedule": {"type": "string"},  # cron, for specs under jobs/schedules/
+        "on_bad_row": {"enum": ["error_row", "refuse"]},
         "options": {
             "type": "object",
             "additionalProperties": False,
@@ -81,6 +83,9 @@ class JobSpec:
     # per core for opus-mt-en-zh in INT8, well inside the default 900 s soft time limit.
     chunk_tokens: int = 20_000
     schedule: str | None = None
+    # A row that cannot be read as a document (null or non-string text, bad JSON or UTF-8, no id, too
+    # long): an error row in the output and the job goes on, or the whole job refused at submit.
+    on_bad_row: str = "error_row"
     options: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -1,10 +1,14 @@
 """Document translation: segment, split what is too long, window, translate every window of every
-document in one engine call, stitch, and rebuild the layout. One result per document, always.
+document in one engine call, stitch, check, and rebuild the layout. One result per document, always.
 
 Plan for a batch of documents (pure steps, then one engine call, then pure steps again):
 ``segment`` -> ``split_long`` -> ``plan_windows`` -> ``Translator.translate_batch`` (all windows of all
 documents together, so short documents fill batches) -> ``stitch`` (with a context-free retranslation
-of the windows whose output does not align) -> ``assemble``.
+of the windows whose output does not align) -> the degeneration guard -> ``assemble``.
+
+Nothing is silently wrong: every sentence ends with a translation that passed the checks, a retried
+one that passed (flag ``retried``), or one that still shows a symptom (``empty``, ``repetition``,
+``length_limit``, ``length_ratio``, ``numbers``), which makes its document ``partial`` rather than ``ok``.
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from worker.engine.search import DecodingOptions
-from worker.engine.translator import Translator
-from worker.text.degeneration import symptoms
+from worker.engine.translator import Translation, Translator
+from worker.text.degeneration import SYMPTOMS, symptoms
 from worker.text.segment import Sentence, segment
 from worker.text.split import split_long
 from worker.text.stitch import assemble, stitch
@@ -33,13 +37,22 @@ def sanitize(text: str) -> str:
 
 
 @dataclass
+class SentenceResult:
+    """One source sentence: its span, its translation's span in the document's translation, its flags."""
+
+    source: tuple[int, int]
+    target: tuple[int, int]
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
 class DocumentResult:
     id: str
     translation: str
-    status: str  # "ok" | "error"
+    status: str  # "ok" | "partial" (a sentence still shows a symptom) | "error" (nothing translated)
     error: str | None = None
-    alignment: list[tuple[tuple[int, int], tuple[int, int]]] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)  # "split", "restitched", "length_limit", ...
+    sentences: list[SentenceResult] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # the sentences' flags and the document's own ("cleaned", ...)
     # "prepare": this document's segmenting and planning; "translate": its share (by source tokens)
     # of the engine time of the call it was translated in; "total": the two together.
     timings: dict[str, float] = field(default_factory=dict)
@@ -48,14 +61,17 @@ class DocumentResult:
 
 @dataclass
 class _Plan:
-    """One document's sentences (split to fit) and windows."""
+    """One document's sentences (split to fit), windows, and what became of each sentence."""
 
     id: str
     text: str
     sentences: list[Sentence]
     windows: list[Window]
     tokens: int  # source tokens the model sees, context included
-    flags: set[str]
+    flags: set[str]  # the document's own
+    sentence_flags: list[set[str]]
+    translations: list[str] = field(default_factory=list)
+    limited: set[int] = field(default_factory=set)  # sentences whose window output hit the length limit
     prepare_seconds: float = 0.0
 
 
@@ -78,15 +94,16 @@ class DocumentTranslator:
             )
         clean = sanitize(text)
         flags: set[str] = {"cleaned"} if clean != text else set()
-        text = clean
         sentences: list[Sentence] = []
-        for sentence in segment(text):
+        sentence_flags: list[set[str]] = []
+        for sentence in segment(clean):
             pieces = split_long(sentence, self._count, self.budget)
-            flags |= {"split"} if len(pieces) > 1 else set()
             sentences += pieces
+            sentence_flags += [{"split"} if len(pieces) > 1 or sentence.cut else set() for _ in pieces]
         counts = [self._count(s.text) for s in sentences]
         windows = plan_windows(doc_id, counts, budget=self.budget, overlap=self.overlap)
-        return _Plan(doc_id, text, sentences, windows, sum(sum(counts[w.start : w.end]) for w in windows), flags)
+        tokens = sum(sum(counts[w.start : w.end]) for w in windows)
+        return _Plan(doc_id, clean, sentences, windows, tokens, flags, sentence_flags, [""] * len(sentences))
 
     def translate(
         self, documents: Sequence[tuple[str, str]], options: DecodingOptions | None = None
@@ -94,16 +111,15 @@ class DocumentTranslator:
         """``documents`` are ``(id, text)``; a document that fails becomes an error result, never an exception."""
         options = options or self.translator.options()
         plans = [self._plan_or_error(doc_id, text) for doc_id, text in documents]
+        live = [p for p in plans if isinstance(p, _Plan)]
         started = time.perf_counter()
-        jobs = [(p, w) for p in plans if isinstance(p, _Plan) for w in p.windows]
+        jobs = [(p, w) for p in live for w in p.windows]
         outputs = self.translator.translate_batch([_window_text(p, w) for p, w in jobs], options)
-        per_sentence = self._stitched(jobs, [o.text for o in outputs], options)
-        self._guard(jobs, ["length_limit" in o.flags for o in outputs], per_sentence, options)
-        _copy_untranslatable(plans, per_sentence)
-        for (plan, _), out in zip(jobs, outputs):
-            plan.flags |= set(out.flags) - {"truncated_input"}
-        per_token = (time.perf_counter() - started) / max(1, sum(p.tokens for p in plans if isinstance(p, _Plan)))
-        return [p if isinstance(p, DocumentResult) else _result(p, per_sentence, per_token) for p in plans]
+        self._stitch(jobs, outputs, options)
+        _copy_untranslatable(live)
+        self._guard(live, options)
+        per_token = (time.perf_counter() - started) / max(1, sum(p.tokens for p in live))
+        return [p if isinstance(p, DocumentResult) else _result(p, per_token) for p in plans]
 
     def _plan_or_error(self, doc_id: str, text: str) -> _Plan | DocumentResult:
         started = time.perf_counter()
@@ -115,32 +131,37 @@ class DocumentTranslator:
         plan.prepare_seconds = time.perf_counter() - started
         return plan
 
-    def _stitched(self, jobs, texts: list[str], options: DecodingOptions) -> dict[tuple[int, int], str]:
-        """(plan id, sentence index) -> translation; windows that do not align are retranslated sentence by sentence."""
-        found: dict[tuple[int, int], str] = {}
+    def _stitch(self, jobs: list[tuple[_Plan, Window]], outputs: list[Translation], options: DecodingOptions) -> None:
+        """Each window's translation shared out to its sentences; windows that do not align are
+        retranslated sentence by sentence (flag ``restitched``)."""
         retry: list[tuple[_Plan, int]] = []
-        for (plan, window), text in zip(jobs, texts):
-            pieces = stitch(window, text)
+        for (plan, window), out in zip(jobs, outputs):
+            pieces = stitch(window, out.text)
+            responsible = range(window.first, window.last)
             if pieces is None:
-                plan.flags.add("restitched")
-                retry += [(plan, i) for i in range(window.first, window.last)]
+                retry += [(plan, i) for i in responsible]
                 continue
-            for i, piece in zip(range(window.first, window.last), pieces):
-                found[(id(plan), i)] = piece
+            for i, piece in zip(responsible, pieces):
+                plan.translations[i] = piece
+                if "length_limit" in out.flags:
+                    plan.limited.add(i)
         redone = self.translator.translate_batch([plan.sentences[i].text for plan, i in retry], options)
         for (plan, i), out in zip(retry, redone):
-            found[(id(plan), i)] = out.text
-        return found
+            plan.translations[i] = out.text
+            plan.sentence_flags[i].add("restitched")
+            if "length_limit" in out.flags:
+                plan.limited.add(i)
 
-    def _guard(self, jobs, limits: list[bool], found: dict[tuple[int, int], str], options: DecodingOptions) -> None:
-        """Retry suspicious sentences alone, in fp32 when the artifact has it, with a wider beam and no
-        repeated trigrams; keep the result with fewer symptoms."""
-        suspects = []
-        for (plan, window), limit in zip(jobs, limits):
-            for i in range(window.first, window.last):
-                seen = symptoms(plan.sentences[i].text, found[(id(plan), i)], hit_length_limit=limit)
-                if seen:
-                    suspects.append((plan, i, seen))
+    def _guard(self, plans: list[_Plan], options: DecodingOptions) -> None:
+        """Retry sentences that show a symptom alone, in fp32 when the artifact has it, with a wider beam
+        and no repeated trigrams; keep the result with fewer symptoms, and flag what remains."""
+        suspects = [
+            (plan, i, seen)
+            for plan in plans
+            for i, sentence in enumerate(plan.sentences)
+            if "copied" not in plan.sentence_flags[i]
+            and (seen := symptoms(sentence.text, plan.translations[i], hit_length_limit=i in plan.limited))
+        ]
         if not suspects:
             return
         stronger = replace(
@@ -154,29 +175,29 @@ class DocumentTranslator:
         )
         redone = retry.translate_batch([plan.sentences[i].text for plan, i, _ in suspects], stronger)
         for (plan, i, before), out in zip(suspects, redone):
-            plan.flags |= {"degenerate", "retried"}
             after = symptoms(plan.sentences[i].text, out.text, hit_length_limit="length_limit" in out.flags)
             if len(after) < len(before):
-                found[(id(plan), i)] = out.text
+                plan.translations[i], before = out.text, after
+            plan.sentence_flags[i] |= {"retried", *before}
 
 
-def _result(plan: _Plan, per_sentence: dict[tuple[int, int], str], seconds_per_token: float) -> DocumentResult:
-    translations = [per_sentence[(id(plan), i)] for i in range(len(plan.sentences))]
-    text, alignment = assemble(plan.text, plan.sentences, translations)
+def _result(plan: _Plan, seconds_per_token: float) -> DocumentResult:
+    text, alignment = assemble(plan.text, plan.sentences, plan.translations)
+    sentences = [SentenceResult(src, tgt, sorted(f)) for (src, tgt), f in zip(alignment, plan.sentence_flags)]
+    flags = plan.flags.union(*plan.sentence_flags)
+    status = "partial" if flags & SYMPTOMS else "ok"
     timings = {"prepare": plan.prepare_seconds, "translate": plan.tokens * seconds_per_token}
     timings["total"] = timings["prepare"] + timings["translate"]
-    return DocumentResult(plan.id, text, "ok", None, alignment, sorted(plan.flags), timings, plan.tokens)
+    return DocumentResult(plan.id, text, status, None, sentences, sorted(flags), timings, plan.tokens)
 
 
-def _copy_untranslatable(plans, found: dict[tuple[int, int], str]) -> None:
+def _copy_untranslatable(plans: list[_Plan]) -> None:
     """Sentences of only punctuation, symbols or emoji pass through unchanged: there is nothing to translate."""
     for plan in plans:
-        if not isinstance(plan, _Plan):
-            continue
         for i, sentence in enumerate(plan.sentences):
             if not any(ch.isalnum() for ch in sentence.text):
-                found[(id(plan), i)] = sentence.text
-                plan.flags.add("copied")
+                plan.translations[i] = sentence.text
+                plan.sentence_flags[i].add("copied")
 
 
 def _window_text(plan: _Plan, window: Window) -> str:

@@ -17,6 +17,7 @@ import io
 import json
 import re
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from worker.storage import Storage, StorageError
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-ROW_FIELDS = ("id", "source", "translation", "status", "error", "flags", "alignment", "artifact_id", "timings")
+ROW_FIELDS = ("id", "source", "translation", "status", "error", "flags", "sentences", "artifact_id", "timings")
 
 
 def check_job_id(job_id: str) -> str:
@@ -40,6 +41,7 @@ class Job:
     artifact_id: str
     chunks: list[int]  # documents per chunk
     created: float = field(default_factory=time.time)
+    bad_rows: int = 0  # input rows that could not be read as documents: each is an error row in the output
 
     @property
     def documents(self) -> int:
@@ -83,11 +85,24 @@ def done_chunks(storage: Storage, job: Job) -> set[int]:
     return {int(k.rsplit("-", 1)[1].split(".")[0]) for k in names if k.endswith(".parquet")}
 
 
-def encode_documents(documents: Sequence[tuple[str, str]]) -> bytes:
+@dataclass(frozen=True)
+class Document:
+    """One input row of a job: its id and text, or why it cannot be translated (it becomes an error row)."""
+
+    id: str
+    text: str | None
+    error: str | None = None
+
+
+def encode_documents(documents: Sequence[Document]) -> bytes:
     import pyarrow as pa
 
-    table = pa.table({"id": [d[0] for d in documents], "text": [d[1] for d in documents]})
-    return _parquet(table)
+    columns = {
+        "id": pa.array([d.id for d in documents], pa.string()),
+        "text": pa.array([d.text for d in documents], pa.string()),
+        "error": pa.array([d.error for d in documents], pa.string()),
+    }
+    return _parquet(pa.table(columns))
 
 
 def read_parquet(data: bytes, columns: list[str] | None = None) -> Any:
@@ -103,9 +118,10 @@ def read_parquet(data: bytes, columns: list[str] | None = None) -> Any:
         return parquet.read(columns=columns, use_threads=False)
 
 
-def decode_documents(data: bytes) -> list[tuple[str, str]]:
-    table = read_parquet(data, ["id", "text"])
-    return list(zip(table.column("id").to_pylist(), table.column("text").to_pylist()))
+def decode_documents(data: bytes) -> list[Document]:
+    table = read_parquet(data)
+    errors = table.column("error").to_pylist() if "error" in table.column_names else [None] * table.num_rows
+    return [Document(*row) for row in zip(table.column("id").to_pylist(), table.column("text").to_pylist(), errors)]
 
 
 def encode_rows(rows: Sequence[dict[str, Any]]) -> bytes:
@@ -120,7 +136,20 @@ def encode_rows(rows: Sequence[dict[str, Any]]) -> bytes:
             ("status", pa.string()),
             ("error", pa.string()),
             ("flags", pa.list_(pa.string())),
-            ("alignment", pa.list_(pa.list_(pa.int64()))),  # [source start, source end, target start, target end]
+            (  # per source sentence: its span, its translation's span, its flags
+                "sentences",
+                pa.list_(
+                    pa.struct(
+                        [
+                            ("source_start", pa.int64()),
+                            ("source_end", pa.int64()),
+                            ("target_start", pa.int64()),
+                            ("target_end", pa.int64()),
+                            ("flags", pa.list_(pa.string())),
+                        ]
+                    )
+                ),
+            ),
             ("artifact_id", pa.string()),
             ("timings", pa.struct([("prepare", pa.float64()), ("translate", pa.float64()), ("total", pa.float64())])),
         ]
@@ -140,6 +169,33 @@ def _parquet(table: Any) -> bytes:
     return sink.getvalue()
 
 
+STATUSES = ("ok", "partial", "error")
+
+
+@dataclass
+class Tally:
+    """Documents per status and sentences per flag, over result rows."""
+
+    statuses: Counter[str] = field(default_factory=Counter)
+    sentence_flags: Counter[str] = field(default_factory=Counter)
+    sentences: int = 0
+
+    def add(self, rows: Sequence[dict[str, Any]]) -> Tally:
+        for row in rows:
+            self.statuses[row["status"]] += 1
+            self.sentences += len(row["sentences"] or [])
+            self.sentence_flags.update(flag for s in row["sentences"] or [] for flag in s["flags"])
+        return self
+
+    def summary(self) -> dict[str, Any]:
+        statuses = {s: self.statuses.get(s, 0) for s in STATUSES}
+        return {
+            "statuses": statuses,
+            "sentences": self.sentences,
+            "sentence_flags": dict(sorted(self.sentence_flags.items())),
+        }
+
+
 def finalize(storage: Storage, job: Job) -> dict[str, Any] | None:
     """Write ``_SUCCESS`` (row counts, checksums, stats) once every part exists; None while some are missing.
 
@@ -150,17 +206,16 @@ def finalize(storage: Storage, job: Job) -> dict[str, Any] | None:
     if len(done_chunks(storage, job)) < len(job.chunks):
         return None
     parts: list[dict[str, Any]] = []
-    statuses = {"ok": 0, "error": 0}
+    tally = Tally()
     for chunk in range(len(job.chunks)):
         data = storage.read(part_key(job.id, chunk))
         rows = read_rows(data)
-        for row in rows:
-            statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+        tally.add(rows)
         parts.append({"key": part_key(job.id, chunk), "rows": len(rows), "sha256": hashlib.sha256(data).hexdigest()})
     summary = {
         "job": job.id,
         "documents": sum(p["rows"] for p in parts),
-        "statuses": statuses,
+        **tally.summary(),
         "parts": parts,
         "finished": time.time(),
     }

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from worker import settings
+from worker.job import STATUSES, Tally
 
 if settings.METRICS_PORT and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:  # before prometheus_client loads
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="fanyi-metrics-")
@@ -28,6 +29,9 @@ from prometheus_client import Counter, Histogram  # noqa: E402
 
 DOCUMENTS = Counter("fanyi_documents_translated_total", "Documents written to result parts", ["status"])
 SENTENCES = Counter("fanyi_sentences_translated_total", "Sentences written to result parts")
+SENTENCE_FLAGS = Counter(
+    "fanyi_sentence_flags_total", "Sentences written with a flag (retried, empty, numbers, copied, ...)", ["flag"]
+)
 TOKENS = Counter("fanyi_source_tokens_translated_total", "Source tokens of the documents written")
 ERRORS = Counter(
     "fanyi_errors_total", "Errors by kind (document, poison, time_limit, transient, chunk_failed)", ["kind"]
@@ -44,7 +48,7 @@ BATCH_FILL = Histogram(
     "fanyi_batch_fill_ratio", "Planned tokens of an engine batch over the token budget",
     buckets=(0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.5),
 )  # fmt: skip
-JOB_PROGRESS_KEY = "fanyi:progress:{job}"  # Redis hash: documents, errors (a cache; storage is the record)
+JOB_PROGRESS_KEY = "fanyi:progress:{job}"  # Redis hash: documents, errors, partial, flag:<name> (a cache)
 JOBS_KEY = "fanyi:jobs"  # Redis hash: job id -> output prefix, for the exporter and the CLI
 
 
@@ -61,24 +65,25 @@ def record_part(job_id: str, rows: Sequence[dict[str, Any]]) -> bool:
     The answer is a hint from the progress cache: True once its documents reach the total recorded
     at submission, and True whenever the cache cannot tell (Redis lost it or is down), so a lost
     cache costs a storage listing, never a job left without its ``_SUCCESS``."""
-    errors = sum(r["status"] == "error" for r in rows)
-    for status in ("ok", "error"):
-        DOCUMENTS.labels(status=status).inc(sum(r["status"] == status for r in rows))
-    ERRORS.labels(kind="document").inc(errors)
-    SENTENCES.inc(sum(len(r["alignment"]) for r in rows))
+    tally = Tally().add(rows)
+    for status in STATUSES:
+        DOCUMENTS.labels(status=status).inc(tally.statuses[status])
+    ERRORS.labels(kind="document").inc(tally.statuses["error"])
+    SENTENCES.inc(tally.sentences)
+    for flag, count in tally.sentence_flags.items():
+        SENTENCE_FLAGS.labels(flag=flag).inc(count)
     TOKENS.inc(sum(r.get("tokens", 0) for r in rows))
     for row in rows:
         DOCUMENT_SECONDS.observe(row["timings"]["total"])
     try:
         progress = JOB_PROGRESS_KEY.format(job=job_id)
-        done, _, total = (
-            cache()
-            .pipeline()
-            .hincrby(progress, "documents", len(rows))
-            .hincrby(progress, "errors", errors)
-            .hget(progress, "total")
-            .execute()
+        pipeline = cache().pipeline().hincrby(progress, "documents", len(rows))
+        pipeline.hincrby(progress, "errors", tally.statuses["error"]).hincrby(
+            progress, "partial", tally.statuses["partial"]
         )
+        for flag, count in tally.sentence_flags.items():
+            pipeline.hincrby(progress, f"flag:{flag}", count)
+        done, *_, total = pipeline.hget(progress, "total").execute()
     except Exception:  # noqa: BLE001 - progress is a cache; `jobs status` recomputes from storage
         return True
     return total is None or int(done) >= int(total)

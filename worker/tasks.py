@@ -27,7 +27,7 @@ from worker import metrics, settings
 from worker.app import app
 from worker.documents import DocumentResult, DocumentTranslator
 from worker.engine.translator import Translator
-from worker.job import Job, decode_documents, encode_rows, finalize, input_key, part_key, read_job
+from worker.job import Document, Job, decode_documents, encode_rows, finalize, input_key, part_key, read_job
 from worker.storage import StorageError, open_storage
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,17 @@ def run_chunk(output: str, job_id: str, chunk: int) -> str:
     return "written"
 
 
-def translate_rows(job: Job, documents: Sequence[tuple[str, str]], deliveries: Deliveries) -> list[dict[str, Any]]:
+def translate_rows(job: Job, documents: Sequence[Document], deliveries: Deliveries) -> list[dict[str, Any]]:
+    """One row per document: bad input rows as error rows, the others translated."""
+    readable = [(d.id, d.text) for d in documents if d.error is None and d.text is not None]
+    results = iter(_translate(job, readable, deliveries))
+    return [
+        _row(DocumentResult(d.id, "", "error", d.error) if d.error is not None else next(results), d.text or "", job)
+        for d in documents
+    ]
+
+
+def _translate(job: Job, documents: list[tuple[str, str]], deliveries: Deliveries) -> list[DocumentResult]:
     translator = _translator(job)
     spec_options = job.spec.get("options", {})
     engine = DocumentTranslator(
@@ -110,15 +120,15 @@ def translate_rows(job: Job, documents: Sequence[tuple[str, str]], deliveries: D
     attempt, poisoned = deliveries.start()
     if attempt > settings.MAX_ATTEMPTS:
         message = f"gave up after {attempt - 1} deliveries of this chunk died; see the worker logs"
-        return [_row(DocumentResult(i, "", "error", message), text, job) for i, text in documents]
+        return [DocumentResult(doc_id, "", "error", message) for doc_id, _ in documents]
     if attempt == 1:
         try:
-            return [_row(r, text, job) for r, (_, text) in zip(engine.translate(documents, options), documents)]
+            return engine.translate(documents, options)
         except SoftTimeLimitExceeded:
             raise
         except Exception as err:  # noqa: BLE001 - isolate the document that caused it
             log.warning("chunk of job %s failed as a whole (%s); translating document by document", job.id, err)
-    return [_row(_isolated(engine, options, doc, deliveries, poisoned), doc[1], job) for doc in documents]
+    return [_isolated(engine, options, doc, deliveries, poisoned) for doc in documents]
 
 
 def _translator(job: Job) -> Translator:
@@ -152,7 +162,11 @@ def _isolated(engine, options, document: tuple[str, str], deliveries: Deliveries
 
 def _row(result: DocumentResult, source: str, job: Job) -> dict[str, Any]:
     row = asdict(result)
-    row["alignment"] = [[*src, *tgt] for src, tgt in result.alignment]
+    row["sentences"] = [
+        {"source_start": s.source[0], "source_end": s.source[1], "target_start": s.target[0],
+         "target_end": s.target[1], "flags": s.flags}
+        for s in result.sentences
+    ]  # fmt: skip
     timings = result.timings or {}
     row["timings"] = {k: float(timings.get(k, 0.0)) for k in ("prepare", "translate", "total")}
     return {**row, "source": source, "artifact_id": job.artifact_id}

@@ -199,7 +199,7 @@ def test_ten_thousand_documents_on_two_processes_and_the_metrics_match(tmp_path,
     assert_each_id_once(rows, 10_000)
     scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert metric(scraped, 'fanyi_documents_translated_total{status="ok"}') == 10_000
-    assert metric(scraped, "fanyi_sentences_translated_total") == sum(len(r["alignment"]) for r in rows)
+    assert metric(scraped, "fanyi_sentences_translated_total") == sum(len(r["sentences"]) for r in rows)
     assert metric(scraped, "fanyi_task_duration_seconds_count") == 40
     assert metric(scraped, "fanyi_batch_fill_ratio_count") >= 40  # at least one engine batch per chunk
 

@@ -34,10 +34,10 @@ def test_document_is_the_concatenation_of_its_sentence_translations(known, count
     source = "\n\n".join(" ".join(en for en, _ in p) for p in paragraphs)
     expected = "\n\n".join("".join(zh for _, zh in p) for p in paragraphs)
     (result,) = DocumentTranslator(translator, budget=64, overlap=overlap).translate([("doc", source)])
-    assert result.status == "ok" and len(result.alignment) == count
+    assert result.status == "ok" and len(result.sentences) == count
     assert result.timings["total"] >= result.timings["translate"] > 0
     assert result.translation.split("\n\n") and len(result.translation.split("\n\n")) == len(paragraphs)
-    got = [result.translation[a:b] for _, (a, b) in result.alignment]
+    got = [result.translation[slice(*s.target)] for s in result.sentences]
     differ = [(en, zh, out) for (en, zh), out in zip(chosen, got) if zh != out]
     # One known model error, not a stitching one: in windows of several "The shop sold N X <when>."
     # sentences the demo model sometimes carries "this morning/afternoon" over to a "today" one
@@ -72,7 +72,7 @@ def test_a_sentence_over_the_budget_is_split_and_its_pieces_translated_in_order(
 def test_empty_document_gives_an_empty_ok_result(known) -> None:
     translator, _ = known
     (result,) = DocumentTranslator(translator).translate([("empty", "")])
-    assert (result.status, result.translation, result.alignment) == ("ok", "", [])
+    assert (result.status, result.translation, result.sentences) == ("ok", "", [])
 
 
 def test_cli_documents_mode_writes_one_result_per_line_in_order_and_errors_for_bad_lines(demo_artifact) -> None:

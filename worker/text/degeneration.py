@@ -1,9 +1,9 @@
 """Known failure modes of translation models, detected on one sentence's output.
 
 opus-mt-en-zh in particular loops ("你好你好你好...") and ignores EOS until the length limit; small
-models also change or drop numbers. The checks are cheap and text-only, so they run on every
-sentence; the document layer retries a sentence that shows any of them with stronger settings and
-keeps the better result.
+models also change or drop numbers, or say nothing at all for a short input. The checks are cheap
+and text-only, so they run on every sentence; the document layer retries a sentence that shows any
+of them with stronger settings, keeps the better result, and flags what is left.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+SYMPTOMS = frozenset({"empty", "repetition", "length_limit", "length_ratio", "numbers"})
 # A unit of 2-8 characters four times in a row, or one character six times: a loop, not language.
 _LOOP = re.compile(r"(.{2,8}?)\1{3,}|(.)\2{5,}", re.DOTALL)
 MIN_RATIO, MAX_RATIO = 0.1, 4.0  # target/source characters outside these is suspicious
@@ -21,9 +22,12 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 def symptoms(source: str, translation: str, *, hit_length_limit: bool = False) -> list[str]:
     """What looks wrong with ``translation`` of ``source``.
 
-    "repetition", "length_limit", "length_ratio", and "numbers" when a number of the source is missing
-    from the translation (extra ones are fine: "March" may become "3月")."""
+    "empty" when a source with letters or digits got no translation, "repetition", "length_limit",
+    "length_ratio", and "numbers" when a number of the source is missing from the translation (extra
+    ones are fine: "March" may become "3月")."""
     found = []
+    if not translation.strip() and any(ch.isalnum() for ch in source):
+        found.append("empty")
     if _LOOP.search(translation):
         found.append("repetition")
     if hit_length_limit:

@@ -1,44 +1,61 @@
-"""Documents -> sentences with character offsets, keeping the line and paragraph layout.
+"""Text -> sentences with character offsets, keeping the line and paragraph layout.
 
 Lines (``\\n``) are layout: a translation keeps them, so segmentation runs per line and a sentence
-never crosses a line. Within a line, pysbd finds the sentences: it scored best on our labelled set
-(``python -m benchmarks.segmenters``: 97% of lines exact, boundary F1 0.99, against sentencex 0.96
-and blingfire 0.93), with no false boundary after abbreviations, decimals, URLs or e-mail addresses.
+never crosses a line. Within a line, pysbd finds the sentences (best of three on our labelled set:
+``python -m benchmarks.segmenters``), and two corrections fix what it gets wrong there:
 
-Markup is layout too: HTML tags and entities, Markdown line markers (``#``, ``-``, ``1.``, ``>``),
-inline code and link targets are never handed to the model (it would mangle them). They stay
-outside every sentence, so the assembler copies them verbatim to their place in the translation;
-a sentence with inline markup is translated in the pieces between it.
+* a boundary inside a URL or an e-mail address (``search?q=1``) is no boundary, and neither is one
+  right after a rank, title or place abbreviation before a name or number (``Lt. Col. Jones``,
+  ``Ft. Bragg``, ``approx. 3 kg``);
+* a period glued to the next sentence (``free.Payment``) is one.
 
-Time is linear in the document: lines longer than ``MAX_SEGMENTER_LINE`` are cut at whitespace into
-pieces the segmenter sees separately, so one 10 MB line cannot stall it.
+Time is linear in the line: a line longer than ``MAX_SEGMENTER_LINE`` is first cut at *safe*
+sentence ends (sentence punctuation, a space, a capital, and no abbreviation or URL around it),
+and pysbd refines each piece. Only a stretch with no sentence end at all for ``MAX_RUN`` characters
+is cut at a space, and the sentences on either side of such a cut say so (``Sentence.cut``).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-MAX_SEGMENTER_LINE = 5_000  # characters handed to the segmenter at once
-_WHITESPACE_RUN = re.compile(r"\s+")
-_MARKUP = re.compile(
-    r"<!--.*?-->|</?[A-Za-z][^<>\n]{0,500}>"  # HTML comments and tags
-    r"|&(?:[A-Za-z]{2,10}|#\d{1,7}|#x[0-9A-Fa-f]{1,6});"  # HTML entities
-    r"|^[ \t]*(?:#{1,6}|[-*+]|\d{1,3}[.)]|>)(?=[ \t])"  # Markdown headings, bullets, numbered items, quotes
-    r"|`[^`\n]+`|\*\*|__|!?\[(?=[^\[\]\n]*\]\()|\]\([^()\s]*\)"  # code, strong, links
+MAX_SEGMENTER_LINE = 5_000  # characters handed to pysbd at once
+MAX_RUN = 20_000  # characters without a sentence end before a line is cut at a space
+# Abbreviations that stand before a name (ranks, titles, places): never the end of a sentence.
+BEFORE_NAMES = frozenset(
+    "mr mrs ms messrs dr prof gen lt col maj capt sgt cpl pvt adm brig cmdr insp det supt gov sen rep pres "
+    "rev hon ft mt st".split()
 )
+# Abbreviations that stand before a number (``No. 5``, ``approx. 3 kg``, ``Jan. 2024``).
+BEFORE_NUMBERS = frozenset(
+    "no nos fig figs sec vol ch p pp approx ext ver art ref tel "
+    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
+_PROTECTED = re.compile(
+    r"(?:https?://|ftp://|www\.)[^\s<>\"]*[^\s<>\".,;:!?)\]'}]"  # URLs, trailing punctuation left out
+    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # e-mail addresses
+)
+_LAST_WORD = re.compile(r"(\w+)\.$")
+_GLUED = re.compile(r"(?<=[a-z]{2})\.(?=[A-Z][a-z])")  # "free.Payment"
+_SAFE_END = re.compile(r"[.!?]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z])|[。！？]+[”’」』）)]*")
+_FIRST_CHAR = re.compile(r"[\"'“‘(\[]*(\S)")
 
 
 @dataclass(frozen=True)
 class Sentence:
-    """A sentence as a span of the document: ``text == document[start:end]``; ``line`` counts from 0."""
+    """A sentence as a span of the document: ``text == document[start:end]``; ``line`` counts from 0.
+
+    ``cut``: a line with no sentence end for ``MAX_RUN`` characters was cut at a space here."""
 
     start: int
     end: int
     line: int
     text: str
+    cut: bool = False
 
 
 @functools.cache
@@ -53,66 +70,116 @@ def segment(document: str) -> list[Sentence]:
     sentences: list[Sentence] = []
     offset = 0
     for number, line in enumerate(document.split("\n")):
-        markup = [m.span() for m in _MARKUP.finditer(line)]
-        for start, end in _line_spans(line):
-            for piece_start, piece_end in _outside(markup, start, end, line):
-                sentences.append(
-                    Sentence(offset + piece_start, offset + piece_end, number, line[piece_start:piece_end])
-                )
+        for start, end, cut in line_spans(line):
+            sentences.append(Sentence(offset + start, offset + end, number, line[start:end], cut))
         offset += len(line) + 1
     return sentences
 
 
-def _outside(markup: list[tuple[int, int]], start: int, end: int, line: str) -> list[tuple[int, int]]:
-    """The non-blank stretches of ``line[start:end]`` that no markup span covers, stripped."""
-    pieces, cursor = [], start
-    for m_start, m_end in [*markup, (end, end)]:
-        if m_end <= cursor or m_start > end:
-            continue
-        pieces.append((cursor, max(cursor, min(m_start, end))))
-        cursor = max(cursor, m_end)
-    stripped = []
-    for a, b in pieces:
-        text = line[a:b]
-        if text.strip():
-            lead = len(text) - len(text.lstrip())
-            stripped.append((a + lead, a + lead + len(text.strip())))
-    return stripped
-
-
-def _line_spans(line: str) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    for piece_start, piece in _pieces(line):
-        cursor = 0
-        for sentence in _segmenter().segment(piece):
-            stripped = sentence.strip()
-            found = piece.find(stripped, cursor) if stripped else -1
-            if found < 0:
-                continue
-            begin = _first_non_space(piece, cursor)  # text the segmenter skipped joins this sentence
-            cursor = found + len(stripped)
-            spans.append((piece_start + begin, piece_start + cursor))
-        rest = _first_non_space(piece, cursor)
-        if rest < len(piece):  # text the segmenter dropped or altered becomes the last sentence
-            spans.append((piece_start + rest, piece_start + len(piece.rstrip())))
+def line_spans(line: str) -> list[tuple[int, int, bool]]:
+    """Sentence spans of one line, stripped, with whether a forced cut touches each."""
+    protected = [m.span() for m in _PROTECTED.finditer(line)] if ("@" in line or "/" in line or "www" in line) else []
+    spans: list[tuple[int, int, bool]] = []
+    for start, end, cut_before, cut_after in _pieces(line, protected):
+        found = _correct(_pysbd_spans(line, start, end), line, protected)
+        last = len(found) - 1
+        spans += [(a, b, (cut_before and k == 0) or (cut_after and k == last)) for k, (a, b) in enumerate(found)]
     return spans
 
 
-def _pieces(line: str) -> list[tuple[int, str]]:
-    """``line`` cut at whitespace into pieces of at most ``MAX_SEGMENTER_LINE`` characters (roughly)."""
-    if not line.strip():
-        return []
+def _pysbd_spans(line: str, start: int, end: int) -> list[tuple[int, int]]:
+    """pysbd's sentences of ``line[start:end]`` as spans; text it skips or alters is kept, never lost."""
+    piece = line[start:end]
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for sentence in _segmenter().segment(piece) if piece.strip() else []:
+        stripped = sentence.strip()
+        found = piece.find(stripped, cursor) if stripped else -1
+        if found < 0:
+            continue
+        begin = _first_non_space(piece, cursor)  # text the segmenter skipped joins this sentence
+        cursor = found + len(stripped)
+        spans.append((start + begin, start + cursor))
+    rest = _first_non_space(piece, cursor)
+    if rest < len(piece) and piece[rest:].strip():  # text the segmenter dropped becomes the last sentence
+        spans.append((start + rest, start + len(piece.rstrip())))
+    return spans
+
+
+def _correct(spans: list[tuple[int, int]], line: str, protected: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for span in spans:
+        if merged and _false_boundary(line, merged[-1], span, protected):
+            merged[-1] = (merged[-1][0], span[1])
+        else:
+            merged.append(span)
+    return [piece for span in merged for piece in _split_glued(line, span, protected)]
+
+
+def _false_boundary(
+    line: str, before: tuple[int, int], after: tuple[int, int], protected: list[tuple[int, int]]
+) -> bool:
+    boundary = before[1]
+    if any(a < boundary < b for a, b in protected):
+        return True
+    word = _LAST_WORD.search(line[before[0] : before[1]])
+    first = _FIRST_CHAR.match(line, after[0])
+    if word is None or first is None:
+        return False
+    abbreviation, nxt = word.group(1).lower(), first.group(1)
+    return (abbreviation in BEFORE_NAMES and (nxt.isupper() or nxt.isdigit())) or (
+        abbreviation in BEFORE_NUMBERS and nxt.isdigit()
+    )
+
+
+def _split_glued(line: str, span: tuple[int, int], protected: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    start = span[0]
+    for match in _GLUED.finditer(line, span[0], span[1]):
+        cut = match.end()
+        if not any(a < cut < b for a, b in protected):
+            yield start, cut
+            start = cut
+    yield start, span[1]
+
+
+def _pieces(line: str, protected: list[tuple[int, int]]) -> list[tuple[int, int, bool, bool]]:
+    """``line`` cut at safe sentence ends into pieces of at most ``MAX_SEGMENTER_LINE`` characters where it
+    can be: ``(start, end, cut before, cut after)``, a cut being forced (at a space) only after
+    ``MAX_RUN`` characters without a safe end."""
     if len(line) <= MAX_SEGMENTER_LINE:
-        return [(0, line)]
-    pieces, start = [], 0
+        return [(0, len(line), False, False)]
+    ends = list(_safe_ends(line, protected))
+    pieces: list[tuple[int, int, bool, bool]] = []
+    start, i, forced = 0, 0, False
     while start < len(line):
-        end = min(start + MAX_SEGMENTER_LINE, len(line))
-        if end < len(line):
-            space = line.rfind(" ", start + 1, end)
-            end = space if space > start else end
-        pieces.append((start, line[start:end]))
-        start = end
-    return [(s, p) for s, p in pieces if p.strip()]
+        while i < len(ends) and ends[i] <= start:
+            i += 1
+        j = i
+        while j < len(ends) and ends[j] - start <= MAX_SEGMENTER_LINE:
+            j += 1
+        if j > i:  # the last safe end within reach
+            end, cut = ends[j - 1], False
+        elif i < len(ends) and ends[i] - start <= MAX_RUN:  # one long sentence: take it whole
+            end, cut = ends[i], False
+        elif len(line) - start <= MAX_RUN:
+            end, cut = len(line), False
+        else:  # no sentence end for MAX_RUN characters: cut at a space
+            space = line.rfind(" ", start + 1, start + MAX_SEGMENTER_LINE)
+            end, cut = (space if space > start else start + MAX_SEGMENTER_LINE), True
+        pieces.append((start, end, forced, cut))
+        start, forced = end, cut
+    return pieces
+
+
+def _safe_ends(line: str, protected: list[tuple[int, int]]) -> Iterator[int]:
+    for match in _SAFE_END.finditer(line):
+        end = match.end()
+        word = _LAST_WORD.search(line, max(0, match.start() - 30), match.start() + 1)
+        if word is not None and (len(word.group(1)) == 1 or word.group(1).lower() in BEFORE_NAMES | BEFORE_NUMBERS):
+            continue  # an initial or an abbreviation: not safe
+        if any(a < match.start() < b for a, b in protected):
+            continue
+        yield end
 
 
 def _first_non_space(text: str, start: int) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from worker.documents import DocumentTranslator
 from worker.engine.translator import Translator
-from worker.text.degeneration import symptoms
+from worker.text.degeneration import SYMPTOMS, symptoms
 
 
 def test_loops_length_limits_and_extreme_ratios_are_detected() -> None:
@@ -20,11 +20,25 @@ def test_good_translations_and_legit_numbers_are_left_alone() -> None:
     assert symptoms("It opens on March 5, 2025.", "它于2025年3月5日开放。") == []  # "March" became 3
 
 
-def test_a_looping_model_is_retried_in_fp32_and_the_document_flagged(artifacts) -> None:
-    translator = Translator(artifacts["opus-mt-en-zh"], precision="int8")  # random weights: it loops
+def test_empty_translations_of_words_are_a_symptom() -> None:
+    assert symptoms("y.", "") == ["empty"] and symptoms("y.", "  ") == ["empty"]
+    assert symptoms("...", "") == []  # nothing to translate, nothing missing
+
+
+def test_suspect_sentences_are_retried_in_fp32_and_what_remains_is_flagged(artifacts, monkeypatch) -> None:
+    translator = Translator(artifacts["opus-mt-en-zh"], precision="int8")  # random weights: they loop
+    fp32 = translator.at_precision("fp32")
+    retried: list[str] = []
+    real = fp32.translate_batch
+    monkeypatch.setattr(fp32, "translate_batch", lambda texts, options: retried.extend(texts) or real(texts, options))
     (result,) = DocumentTranslator(translator).translate([("d", "Tom has 3 apples. The meeting starts at 9 am.")])
-    assert result.status == "ok"
-    assert {"degenerate", "retried"} <= set(result.flags)
-    assert len(result.alignment) == 2
-    assert translator.at_precision("fp32") is translator.at_precision("fp32") is not translator
-    assert translator._siblings.keys() == {"fp32"}  # the retry ran on the fp32 graphs
+    assert retried, "no sentence was retried on the fp32 graphs"
+    assert len(result.sentences) == 2
+    for sentence in result.sentences:
+        source = "Tom has 3 apples. The meeting starts at 9 am."[slice(*sentence.source)]
+        assert ("retried" in sentence.flags) == (source in retried)
+        left = set(sentence.flags) & SYMPTOMS
+        assert left == set(symptoms(source, result.translation[slice(*sentence.target)])) - {"length_limit"} | (
+            left & {"length_limit"}
+        )
+    assert result.status == ("partial" if set(result.flags) & SYMPTOMS else "ok")
