@@ -62,16 +62,18 @@ def plan_rows(translator) -> None:
 
     documents = DocumentTranslator(translator, max_chars=11_000_000)
     sentence_chars = len(document(1000, 0)) / 1000
-    print("\n| document | sentences | windows | planning seconds | seconds per MB |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
+    print("\n| document | layout | sentences | windows | planning seconds | seconds per MB |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: |")
     for megabytes in PLAN_MEGABYTES:
-        text = document(int(megabytes * 1e6 / sentence_chars), 7)
-        started = time.perf_counter()
-        plan = documents.plan("big", text)
-        elapsed = time.perf_counter() - started
-        size = len(text.encode()) / 1e6
-        counts = f"{len(plan.sentences):,} | {len(plan.windows):,}"
-        print(f"| {size:.1f} MB | {counts} | {elapsed:.1f} | {elapsed / size:.1f} |", flush=True)
+        for layout in ("paragraphs", "one line"):
+            text = document(int(megabytes * 1e6 / sentence_chars), 7)
+            text = text.replace("\n\n", " ") if layout == "one line" else text
+            started = time.perf_counter()
+            plan = documents.plan("big", text)
+            elapsed = time.perf_counter() - started
+            size = len(text.encode()) / 1e6
+            counts = f"{len(plan.sentences):,} | {len(plan.windows):,}"
+            print(f"| {size:.1f} MB | {layout} | {counts} | {elapsed:.1f} | {elapsed / size:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@
     chunk_tokens: 20000                # ... and at most this many source tokens (a longer document: alone)
     on_bad_row: error_row              # or refuse: a null/non-string text, bad JSON or UTF-8 line refuses the job
     options: {beam_size: 4, max_new_tokens: 256, overlap: 1, budget: 64,
-              source_language: fr, target_language: de}  # languages: for models that read or write several
+              source_language: fr, target_language: de,  # languages: for models that read or write several
+              format: markdown}                            # text (default), markdown or html: markup kept
 
 Unknown keys are refused (a typo must not silently fall back to a default).
 """
@@ -58,6 +59,7 @@ SCHEMA: dict[str, Any] = {
                 "source_prefix": {"type": "string"},
                 "overlap": {"type": "integer", "minimum": 0, "maximum": 8},
                 "budget": {"type": "integer", "minimum": 8, "maximum": 1024},
+                "format": {"enum": ["text", "markdown", "html"]},
             },
         },
     },

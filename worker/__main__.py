@@ -10,8 +10,9 @@ translations without a model call.
     python -m worker translate --artifact artifacts/demo --documents < docs.jsonl
 
 With --documents each input line is a JSON object {"id": ..., "text": ...} and each output line
-one JSON result: id, translation (layout kept), status (ok/error), error, alignment (source span
--> target span per sentence), flags and timings (seconds). A bad line becomes an error result.
+one JSON result: id, translation (layout kept), status (ok, partial: a sentence still shows a
+symptom, error), error, sentences (per sentence its source and target spans and flags), flags and
+timings (seconds). A bad line becomes an error result. --format markdown|html keeps markup in place.
 Documents are translated --batch-documents at a time (short ones share engine batches); results
 come out in input order after each batch.
 """
@@ -59,6 +60,13 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--jsonl", action="store_true", help="write JSON lines with ids, scores and flags")
     t.add_argument("--documents", action="store_true", help='read {"id", "text"} JSON lines; write one result each')
     t.add_argument("--overlap", type=int, default=1, help="context sentences before each window (--documents)")
+    t.add_argument(
+        "--format",
+        choices=["text", "markdown", "html"],
+        default="text",
+        help="documents' markup (--documents): text (none: lines are layout), markdown or html (markup kept in "
+        "place, code never translated)",
+    )
     t.add_argument(
         "--budget",
         type=int,
@@ -115,7 +123,9 @@ def translate_documents(translator: Translator, options: DecodingOptions, args: 
     results come out in input order, one line each, as each batch finishes."""
     from worker.documents import DocumentTranslator
 
-    documents = DocumentTranslator(translator, overlap=args.overlap, budget=args.budget, max_chars=args.max_chars)
+    documents = DocumentTranslator(
+        translator, overlap=args.overlap, budget=args.budget, max_chars=args.max_chars, format=args.format
+    )
     batch: list[tuple[str, str, bool] | DocumentResult] = []
     for number, raw in enumerate(sys.stdin.buffer, 1):
         parsed = _document_line(number, raw)

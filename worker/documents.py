@@ -2,9 +2,11 @@
 document in one engine call, stitch, check, and rebuild the layout. One result per document, always.
 
 Plan for a batch of documents (pure steps, then one engine call, then pure steps again):
-``segment`` -> ``split_long`` -> ``plan_windows`` -> ``Translator.translate_batch`` (all windows of all
-documents together, so short documents fill batches) -> ``stitch`` (with a context-free retranslation
-of the windows whose output does not align) -> the degeneration guard -> ``assemble``.
+``units`` (the document's translatable text with its markup set aside, per ``format``) -> ``line_spans``
+-> ``split_long`` -> ``plan_windows`` -> ``Translator.translate_batch`` (all windows of all documents
+together, so short documents fill batches) -> ``stitch`` (with a context-free retranslation of the
+windows whose output does not align) -> the degeneration guard -> ``place`` (markup back around the
+words it enclosed) -> ``render``.
 
 Nothing is silently wrong: every sentence ends with a translation that passed the checks, a retried
 one that passed (flag ``retried``), or one that still shows a symptom (``empty``, ``repetition``,
@@ -20,10 +22,12 @@ from dataclasses import dataclass, field, replace
 
 from worker.engine.search import DecodingOptions
 from worker.engine.translator import Translation, Translator
+from worker.text import markup
 from worker.text.degeneration import SYMPTOMS, symptoms
-from worker.text.segment import Sentence, segment
+from worker.text.markup import Mark, Unit
+from worker.text.segment import Sentence, line_spans
 from worker.text.split import split_long
-from worker.text.stitch import assemble, stitch
+from worker.text.stitch import render, stitch
 from worker.text.windows import Window, plan_windows
 
 DEFAULT_BUDGET = 64  # source tokens per window (capped by the model's positions); ~4 demo-domain sentences
@@ -61,27 +65,41 @@ class DocumentResult:
 
 @dataclass
 class _Plan:
-    """One document's sentences (split to fit), windows, and what became of each sentence."""
+    """One document's units, sentences (split to fit; in their unit's plain coordinates), windows,
+    and what became of each sentence."""
 
     id: str
     text: str
+    units: list[Unit]
     sentences: list[Sentence]
     windows: list[Window]
     tokens: int  # source tokens the model sees, context included
     flags: set[str]  # the document's own
     sentence_flags: list[set[str]]
     translations: list[str] = field(default_factory=list)
+    marked: list[str] = field(default_factory=list)  # the translations written in the format, markup back in
     limited: set[int] = field(default_factory=set)  # sentences whose window output hit the length limit
     prepare_seconds: float = 0.0
 
 
 class DocumentTranslator:
+    """``format``: ``text`` (no markup handling: lines are layout), ``markdown`` or ``html`` (markup kept
+    in place, code never translated; see ``worker.text.markup``)."""
+
     def __init__(
-        self, translator: Translator, *, budget: int = DEFAULT_BUDGET, overlap: int = 1, max_chars: int = MAX_CHARS
+        self,
+        translator: Translator,
+        *,
+        budget: int = DEFAULT_BUDGET,
+        overlap: int = 1,
+        max_chars: int = MAX_CHARS,
+        format: str = "text",
     ):
+        if format not in markup.FORMATS:
+            raise ValueError(f"unknown format {format!r}: use one of {', '.join(markup.FORMATS)}")
         limit = (translator.max_positions or budget + 2) - 2
         self.translator, self.budget, self.overlap = translator, min(budget, limit), overlap
-        self.max_chars = max_chars
+        self.max_chars, self.format = max_chars, format
 
     def _count(self, text: str) -> int:
         return len(self.translator.tokenizer.encode(text))
@@ -94,16 +112,23 @@ class DocumentTranslator:
             )
         clean = sanitize(text)
         flags: set[str] = {"cleaned"} if clean != text else set()
+        units = markup.units(clean, self.format)
         sentences: list[Sentence] = []
         sentence_flags: list[set[str]] = []
-        for sentence in segment(clean):
-            pieces = split_long(sentence, self._count, self.budget)
-            sentences += pieces
-            sentence_flags += [{"split"} if len(pieces) > 1 or sentence.cut else set() for _ in pieces]
+        for number, unit in enumerate(units):
+            code = [(m.start, m.end) for m in unit.marks if m.verbatim]
+            for start, end, cut in line_spans(unit.plain):
+                pieces = split_long(Sentence(start, end, number, unit.plain[start:end]), self._count, self.budget)
+                sentences += pieces
+                sentence_flags += [
+                    ({"split"} if len(pieces) > 1 or cut else set()) | ({"code"} if _covered(p, code) else set())
+                    for p in pieces
+                ]
         counts = [self._count(s.text) for s in sentences]
         windows = plan_windows(doc_id, counts, budget=self.budget, overlap=self.overlap)
         tokens = sum(sum(counts[w.start : w.end]) for w in windows)
-        return _Plan(doc_id, clean, sentences, windows, tokens, flags, sentence_flags, [""] * len(sentences))
+        translations = [""] * len(sentences)
+        return _Plan(doc_id, clean, units, sentences, windows, tokens, flags, sentence_flags, translations)
 
     def translate(
         self, documents: Sequence[tuple[str, str]], options: DecodingOptions | None = None
@@ -118,6 +143,7 @@ class DocumentTranslator:
         self._stitch(jobs, outputs, options)
         _copy_untranslatable(live)
         self._guard(live, options)
+        self._place_markup(live, options)
         per_token = (time.perf_counter() - started) / max(1, sum(p.tokens for p in live))
         return [p if isinstance(p, DocumentResult) else _result(p, per_token) for p in plans]
 
@@ -180,9 +206,61 @@ class DocumentTranslator:
                 plan.translations[i], before = out.text, after
             plan.sentence_flags[i] |= {"retried", *before}
 
+    def _place_markup(self, plans: list[_Plan], options: DecodingOptions) -> None:
+        """Each sentence's translation written in the document's format, its marks put back; words a
+        mark encloses are translated on their own (one engine call) to find them in the translation."""
+        assigned = {id(plan): _assign(plan) for plan in plans}
+        inner = sorted(
+            {
+                words
+                for plan in plans
+                for i, marks in assigned[id(plan)].items()
+                for words in markup.needs_inner(plan.sentences[i].text, marks)
+            }
+        )
+        found = dict(zip(inner, (t.text for t in self.translator.translate_batch(inner, options))))
+        for plan in plans:
+            for i, sentence in enumerate(plan.sentences):
+                marks = assigned[id(plan)].get(i, [])
+                last = i + 1 == len(plan.sentences) or plan.sentences[i + 1].line != sentence.line
+                placed = markup.place(sentence.text, plan.translations[i], marks, found, self.format, last)
+                plan.marked.append(placed.text)
+                if placed.moved:
+                    plan.sentence_flags[i].add("markup_moved")
+
+
+def _assign(plan: _Plan) -> dict[int, list[Mark]]:
+    """Each mark of each unit given to the sentence it lies in, in that sentence's coordinates; a mark
+    over several sentences opens before the first one's translation and closes after the last one's."""
+    by_unit: dict[int, list[int]] = {}
+    for i, sentence in enumerate(plan.sentences):
+        by_unit.setdefault(sentence.line, []).append(i)
+    assigned: dict[int, list[Mark]] = {}
+    for number, unit in enumerate(plan.units):
+        members = by_unit.get(number, [])
+        for mark in unit.marks if members else []:
+            for i, local in _share(mark, [plan.sentences[i] for i in members], members):
+                assigned.setdefault(i, []).append(local)
+    return assigned
+
+
+def _share(mark: Mark, sentences: list[Sentence], indices: list[int]) -> list[tuple[int, Mark]]:
+    inside = [k for k, s in enumerate(sentences) if s.start < mark.end and s.end > mark.start]
+    if mark.start == mark.end or not inside:  # an atom, or markup around nothing but spaces: kept whole
+        k = next((k for k, s in enumerate(sentences) if mark.start < s.end), len(sentences) - 1)
+        at = min(max(mark.start - sentences[k].start, 0), len(sentences[k].text))
+        return [(indices[k], Mark(at, at, mark.open + mark.close, at=mark.at))]
+    first, last = sentences[inside[0]], sentences[inside[-1]]
+    if len(inside) == 1:
+        start, end = max(mark.start, first.start) - first.start, min(mark.end, first.end) - first.start
+        return [(indices[inside[0]], replace(mark, start=start, end=end))]
+    opening = replace(mark, start=0, end=0, close="")
+    closing = replace(mark, start=len(last.text), end=len(last.text), open=mark.close, close="")
+    return [(indices[inside[0]], opening), (indices[inside[-1]], closing)]
+
 
 def _result(plan: _Plan, seconds_per_token: float) -> DocumentResult:
-    text, alignment = assemble(plan.text, plan.sentences, plan.translations)
+    text, alignment = render(plan.text, plan.units, plan.sentences, plan.marked, plan.translations)
     sentences = [SentenceResult(src, tgt, sorted(f)) for (src, tgt), f in zip(alignment, plan.sentence_flags)]
     flags = plan.flags.union(*plan.sentence_flags)
     status = "partial" if flags & SYMPTOMS else "ok"
@@ -191,13 +269,23 @@ def _result(plan: _Plan, seconds_per_token: float) -> DocumentResult:
     return DocumentResult(plan.id, text, status, None, sentences, sorted(flags), timings, plan.tokens)
 
 
+def _covered(sentence: Sentence, spans: list[tuple[int, int]]) -> bool:
+    """Whether ``spans`` (code) cover every non-blank character of the sentence."""
+    return all(
+        any(a <= k < b for a, b in spans)
+        for k in range(sentence.start, sentence.end)
+        if not sentence.text[k - sentence.start].isspace()
+    )
+
+
 def _copy_untranslatable(plans: list[_Plan]) -> None:
-    """Sentences of only punctuation, symbols or emoji pass through unchanged: there is nothing to translate."""
+    """Sentences of only punctuation, symbols or emoji, or only code, pass through unchanged: there is
+    nothing to translate."""
     for plan in plans:
         for i, sentence in enumerate(plan.sentences):
-            if not any(ch.isalnum() for ch in sentence.text):
+            if "code" in plan.sentence_flags[i] or not any(ch.isalnum() for ch in sentence.text):
                 plan.translations[i] = sentence.text
-                plan.sentence_flags[i].add("copied")
+                plan.sentence_flags[i] = (plan.sentence_flags[i] - {"code"}) | {"copied"}
 
 
 def _window_text(plan: _Plan, window: Window) -> str:

@@ -114,7 +114,10 @@ def _translate(job: Job, documents: list[tuple[str, str]], deliveries: Deliverie
     translator = _translator(job)
     spec_options = job.spec.get("options", {})
     engine = DocumentTranslator(
-        translator, overlap=spec_options.get("overlap", 1), budget=spec_options.get("budget", 64)
+        translator,
+        overlap=spec_options.get("overlap", 1),
+        budget=spec_options.get("budget", 64),
+        format=spec_options.get("format", "text"),
     )
     options = translator.options(**{k: v for k, v in spec_options.items() if k in DECODING_OPTIONS})
     attempt, poisoned = deliveries.start()

@@ -49,8 +49,8 @@ def test_duplicate_ids_across_files_are_refused(tmp_path, services, demo_artifac
 
 
 def test_unreadable_inputs_and_bad_uris_are_refused(tmp_path, services, demo_artifact) -> None:
-    (tmp_path / "bad.jsonl").write_text('{"id": 1, "text": "fine"}\nnot json\n')
-    refused(tmp_path, services, demo_artifact, "bad.jsonl line 2: not JSON", inputs=[str(tmp_path / "bad.jsonl")])
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 this is no Parquet file")
+    refused(tmp_path, services, demo_artifact, "not a readable Parquet file", inputs=[str(tmp_path / "bad.parquet")])
     refused(tmp_path, services, demo_artifact, "matches no file", inputs=[str(tmp_path / "missing-*.jsonl")])
     refused(tmp_path, services, demo_artifact, "use a local path or s3://", inputs=["ftp://host/x.jsonl"])
     refused(tmp_path, services, demo_artifact, "unsupported storage URI", output="gs://bucket/x")
@@ -70,9 +70,15 @@ def test_languages_the_model_lacks_are_refused_naming_its_own(tmp_path, services
     )
 
 
-def test_oversized_documents_and_specs_are_refused(tmp_path, services, demo_artifact) -> None:
+def test_oversized_documents_are_error_rows_or_refused_and_oversized_specs_refused(
+    tmp_path, services, demo_artifact
+) -> None:
     services = {**services, "env": {**services["env"], "FANYI_MAX_DOCUMENT_CHARS": "20"}}
-    refused(tmp_path, services, demo_artifact, "more than 20: split it")
+    refused(tmp_path, services, demo_artifact, "more than 20: split it", on_bad_row="refuse")
+    kept = spec(tmp_path / "kept.json", inputs=[str(corpus(tmp_path / "in.jsonl", 5))], output=services["output"],
+                artifact=demo_artifact)  # fmt: skip
+    result = jobs_cli("submit", str(kept), env=services["env"])
+    assert result.returncode == 0 and "5 bad rows kept as error rows" in result.stderr
     big = tmp_path / "big.json"
     big.write_text(json.dumps({"name": "x", "inputs": ["a"] * 200_000, "output": "o", "artifact": "a"}))
     result = jobs_cli("submit", str(big), env=services["env"])

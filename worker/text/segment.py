@@ -4,10 +4,10 @@ Lines (``\\n``) are layout: a translation keeps them, so segmentation runs per l
 never crosses a line. Within a line, pysbd finds the sentences (best of three on our labelled set:
 ``python -m benchmarks.segmenters``), and two corrections fix what it gets wrong there:
 
-* a boundary inside a URL or an e-mail address (``search?q=1``) is no boundary, and neither is one
-  right after a rank, title or place abbreviation before a name or number (``Lt. Col. Jones``,
-  ``Ft. Bragg``, ``approx. 3 kg``);
-* a period glued to the next sentence (``free.Payment``) is one.
+* a boundary inside a URL, an e-mail address or a path (``search?q=1``, ``./start.sh``) is no
+  boundary, nor is one before a comma or closing bracket, or right after a rank, title or place
+  abbreviation before a name or number (``Lt. Col. Jones``, ``Ft. Bragg``, ``approx. 3 kg``);
+* a period glued to the next sentence (``free.Payment``), and ``!!!``/``?!`` before a capital, are.
 
 Time is linear in the line: a line longer than ``MAX_SEGMENTER_LINE`` is first cut at *safe*
 sentence ends (sentence punctuation, a space, a capital, and no abbreviation or URL around it),
@@ -38,9 +38,11 @@ BEFORE_NUMBERS = frozenset(
 _PROTECTED = re.compile(
     r"(?:https?://|ftp://|www\.)[^\s<>\"]*[^\s<>\".,;:!?)\]'}]"  # URLs, trailing punctuation left out
     r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # e-mail addresses
+    r"|(?<![\w/])\.{0,2}/[\w.-]+(?:/[\w.-]+)*[\w/]|[A-Za-z]:\\[\w\\.-]*\w"  # paths: ./start.sh, /etc/hosts, C:\a.txt
 )
+_NO_START = re.compile(r"[,;:)\]}/\\]")  # no sentence starts with these: a boundary before one is false
 _LAST_WORD = re.compile(r"(\w+)\.$")
-_GLUED = re.compile(r"(?<=[a-z]{2})\.(?=[A-Z][a-z])")  # "free.Payment"
+_GLUED = re.compile(r"(?<=[a-z]{2}\.)(?=[A-Z][a-z])|(?<=[!?]{2})\s+(?=[A-Z])")  # "free.Payment", "Wow!!! That"
 _SAFE_END = re.compile(r"[.!?]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z])|[。！？]+[”’」』）)]*")
 _FIRST_CHAR = re.compile(r"[\"'“‘(\[]*(\S)")
 
@@ -78,7 +80,7 @@ def segment(document: str) -> list[Sentence]:
 
 def line_spans(line: str) -> list[tuple[int, int, bool]]:
     """Sentence spans of one line, stripped, with whether a forced cut touches each."""
-    protected = [m.span() for m in _PROTECTED.finditer(line)] if ("@" in line or "/" in line or "www" in line) else []
+    protected = [m.span() for m in _PROTECTED.finditer(line)] if re.search(r"[@/\\]|www", line) else []
     spans: list[tuple[int, int, bool]] = []
     for start, end, cut_before, cut_after in _pieces(line, protected):
         found = _correct(_pysbd_spans(line, start, end), line, protected)
@@ -120,7 +122,7 @@ def _false_boundary(
     line: str, before: tuple[int, int], after: tuple[int, int], protected: list[tuple[int, int]]
 ) -> bool:
     boundary = before[1]
-    if any(a < boundary < b for a, b in protected):
+    if any(a < boundary < b for a, b in protected) or _NO_START.match(line, after[0]):
         return True
     word = _LAST_WORD.search(line[before[0] : before[1]])
     first = _FIRST_CHAR.match(line, after[0])
@@ -135,10 +137,9 @@ def _false_boundary(
 def _split_glued(line: str, span: tuple[int, int], protected: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
     start = span[0]
     for match in _GLUED.finditer(line, span[0], span[1]):
-        cut = match.end()
-        if not any(a < cut < b for a, b in protected):
-            yield start, cut
-            start = cut
+        if not any(a < match.start() < b for a, b in protected):
+            yield start, match.start()
+            start = match.end()
     yield start, span[1]
 
 

@@ -1,4 +1,4 @@
-"""Map window translations back to the sentences each window is responsible for, and rebuild layout.
+"""Map window translations back to the sentences each window is responsible for, and rebuild the document.
 
 Stitching by alignment: a window's output is split after sentence-final punctuation; when it has
 exactly as many sentences as the window showed, the context sentences' translations are dropped and
@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from worker.text.markup import Unit
 from worker.text.segment import Sentence
 from worker.text.windows import Window
 
@@ -42,44 +43,44 @@ def stitch(window: Window, translation: str) -> list[str] | None:
     return sentences[window.context_before : window.context_before + window.last - window.first]
 
 
-def join(left: str, right: str) -> str:
-    """Two adjacent sentence translations as the target language writes them: no space around CJK."""
-    return left + separator(left, right) + right
-
-
 def separator(left: str, right: str) -> str:
+    """What goes between two adjacent sentence translations: no space around CJK, one otherwise."""
     if not left or not right or _CJK.match(left[-1]) or _CJK.match(right[0]):
         return ""
     return " "
 
 
-def assemble(document: str, sentences: Sequence[Sentence], translations: Sequence[str]):
-    """The translated document with the source's line layout, and per-sentence ``(source, target)`` spans.
+def render(
+    document: str,
+    units: Sequence[Unit],
+    sentences: Sequence[Sentence],
+    translations: Sequence[str],
+    plain: Sequence[str] | None = None,
+) -> tuple[str, list[tuple[tuple[int, int], tuple[int, int]]]]:
+    """The translated document and per sentence its ``(source span, target span)``.
 
-    What lies between sentences is kept verbatim when it holds markup or indents a line; a gap of
-    only whitespace becomes the target language's separator (none between Chinese sentences).
-    """
-    out_lines: list[str] = []
+    Each unit's region is replaced by its sentences' translations, joined as the target language
+    writes them (no space around CJK, judged on the ``plain`` translations when markup was put back
+    into ``translations``); everything between units (line breaks, indentation, block markup, code)
+    is copied as it stands. ``sentences`` are in their unit's plain coordinates (``Sentence.line`` is
+    the unit's index), in order."""
+    plain = translations if plain is None else plain
+    out: list[str] = []
     alignment: list[tuple[tuple[int, int], tuple[int, int]]] = []
-    offset, line_start, i = 0, 0, 0
-    for number, line in enumerate(document.split("\n")):
-        text, cursor = "", line_start
+    length, cursor, i = 0, 0, 0
+    for number, unit in enumerate(units):
+        out.append(document[cursor : unit.start])
+        length += len(out[-1])
+        text, previous = "", None
         while i < len(sentences) and sentences[i].line == number:
             sentence, translation = sentences[i], translations[i]
-            text = _bridge(text, document[cursor : sentence.start], translation)
-            alignment.append(
-                ((sentence.start, sentence.end), (offset + len(text), offset + len(text) + len(translation)))
-            )
-            text, cursor, i = text + translation, sentence.end, i + 1
-        tail = document[cursor : line_start + len(line)]
-        out_lines.append(text + tail if tail.strip() else text)
-        offset += len(out_lines[-1]) + 1
-        line_start += len(line) + 1
-    return "\n".join(out_lines), alignment
-
-
-def _bridge(text: str, gap: str, following: str) -> str:
-    """``text`` so far plus what stands between it and the next translation."""
-    if gap.strip() or not text:  # markup, or the line's indentation
-        return text + gap
-    return text + separator(text, following) if gap else text
+            if previous is not None and translation and unit.plain[previous : sentence.start]:
+                text += separator(plain[i - 1], plain[i])
+            source = (unit.source(sentence.start), unit.source(sentence.end))
+            alignment.append((source, (length + len(text), length + len(text) + len(translation))))
+            text, previous, i = text + translation, sentence.end, i + 1
+        out.append(text)
+        length += len(text)
+        cursor = unit.end
+    out.append(document[cursor:])
+    return "".join(out), alignment

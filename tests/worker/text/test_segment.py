@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.segmentation_cases import CASES, GROWN
+from benchmarks.segmentation_cases import CASES, GROWN, HELD_OUT
 from benchmarks.segmenters import score
 from worker.text.segment import MAX_RUN, segment
 
@@ -16,8 +16,9 @@ def test_labelled_lines_split_as_labelled(text: str, expected: list[str]) -> Non
     assert [s.text for s in segment(text)] == expected
 
 
-def test_boundary_f1_on_the_grown_set_is_at_least_099() -> None:
-    assert score(lambda text: [s.text for s in segment(text)], GROWN)["f1"] >= 0.99
+@pytest.mark.parametrize("cases", [GROWN, HELD_OUT], ids=["grown", "held-out"])
+def test_boundary_f1_is_at_least_099(cases: list[tuple[str, list[str]]]) -> None:
+    assert score(lambda text: [s.text for s in segment(text)], cases)["f1"] >= 0.99
 
 
 def test_empty_and_blank_documents_have_no_sentences() -> None:
@@ -34,7 +35,17 @@ def test_sentences_never_cross_lines_and_keep_their_line_numbers() -> None:
     ]
 
 
-PARTS = [*"ab .?!\n,$1。", "Dr. ", "e.g. ", "3.5 ", "Tom has 3 apples. ", "\n\n", "Ft. ", "https://x.org/a?b=1 ", "a@b.cn"]
+PARTS = [
+    *"ab .?!\n,$1。",
+    "Dr. ",
+    "e.g. ",
+    "3.5 ",
+    "Tom has 3 apples. ",
+    "\n\n",
+    "Ft. ",
+    "https://x.org/a?b=1 ",
+    "a@b.cn",
+]
 text_strategy = st.lists(st.sampled_from(PARTS), max_size=60).map("".join)
 
 
