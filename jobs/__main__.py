@@ -1,27 +1,28 @@
 """``python -m jobs``: submit translation jobs and watch them.
 
-    python -m jobs submit news.yaml              check the spec and inputs, enqueue, print the job id
+    python -m jobs submit news.yaml              print the job id, check the spec and inputs, enqueue
     python -m jobs wait news-20261202T010203Z-ab12 --output s3://results/translations
-    python -m jobs status JOB_ID                 progress: documents done/total, rate, ETA, errors
+    python -m jobs status JOB_ID                 state, documents done/total, rate, ETA, failed chunks
     python -m jobs list --output PREFIX          every job under an output prefix
     python -m jobs cancel JOB_ID                 workers skip its chunks that have not started
     python -m jobs resume JOB_ID                 enqueue exactly the chunks with no result part
+    python -m jobs resume JOB_ID --retry-failed  ... and translate again the chunks that failed
     python -m jobs demo                          the whole system on embedded defaults (see jobs/demo.py)
 
 A job's output prefix is found from --output, else FANYI_OUTPUT, else the Redis registry of
 submitted jobs. The broker is FANYI_BROKER_URL (see worker/settings.py for every setting).
+
+Exit codes of `submit --wait` and `wait`: 0 succeeded, 4 completed with errors (some documents are
+error rows), 5 failed (every document is an error row), 6 cancelled, 3 timed out (--timeout), 1 the
+command could not be carried out (a bad spec, storage or the broker unreachable: one line says why).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from dataclasses import asdict
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from jobs import api
+EXIT = {"succeeded": 0, "completed_with_errors": 4, "failed": 5, "cancelled": 6}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -30,10 +31,13 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     submit = sub.add_parser("submit", help="validate a spec (YAML/JSON), write the job, enqueue its chunks")
     submit.add_argument("spec", help="job spec file (see jobs/spec.py for the fields)")
-    submit.add_argument("--wait", action="store_true", help="then show progress until the job finishes")
+    submit.add_argument("--wait", action="store_true", help="then show progress until the job ends")
+    submit.add_argument(
+        "--job-id", help="the job's id (default: <name>-<time>-<random>); submitting an existing one resumes it"
+    )
     for name, text in [
-        ("status", "one job's progress"),
-        ("wait", "show progress until the job finishes"),
+        ("status", "one job's state and progress"),
+        ("wait", "show progress until the job ends"),
         ("cancel", "stop a job: chunks not yet started are skipped"),
         ("resume", "enqueue the chunks that have no result part (after a crash, a cancel or a Redis loss)"),
     ]:
@@ -44,6 +48,8 @@ def parser() -> argparse.ArgumentParser:
             verb.add_argument("--json", action="store_true", help="print the status as JSON")
         if name == "wait":
             verb.add_argument("--timeout", type=float, help="give up after this many seconds (exit 3)")
+        if name == "resume":
+            verb.add_argument("--retry-failed", action="store_true", help="translate the failed chunks again too")
     sub.add_parser("demo", help="run the demo job on a throwaway Redis and worker (python -m jobs demo --help)")
     listing = sub.add_parser("list", help="jobs under an output prefix")
     listing.add_argument("--output", required=True, help="output prefix, e.g. s3://results/translations")
@@ -55,39 +61,39 @@ def run(args: argparse.Namespace) -> int:
 
     if args.command == "submit":
         spec = api.load_spec(args.spec)
-        job_id = api.submit(spec, on_progress=lambda line: print(line, file=sys.stderr, flush=True))
-        print(job_id, flush=True)
-        return _finished(api.wait(job_id, spec.output, on_progress=api.print_progress)) if args.wait else 0
+        announce = lambda job_id: print(job_id, flush=True)  # noqa: E731 - before anything can fail
+        say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+        job_id = api.submit(spec, job_id=args.job_id, on_job=announce, on_progress=say)
+        return _wait(job_id, spec.resolved().output, None) if args.wait else 0
     if args.command == "status":
         s = api.status(args.job_id, args.output)
-        print(json.dumps({**asdict(s), "eta": s.eta}) if args.json else api.progress_line(s))
+        print(api.as_json(s) if args.json else f"{api.progress_line(s)}\n{api.report(s)}")
         return 0
     if args.command == "wait":
-        try:
-            return _finished(api.wait(args.job_id, args.output, timeout=args.timeout, on_progress=api.print_progress))
-        except TimeoutError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 3
+        return _wait(args.job_id, args.output, args.timeout)
     if args.command == "list":
         for s in api.jobs(args.output):
-            print(f"{s.id}  {s.state:9}  {api.progress_line(s)}")
+            print(f"{s.id}  {s.state:21}  {api.progress_line(s)}")
         return 0
     if args.command == "cancel":
         api.cancel(args.job_id, args.output)
         print(f"cancelled {args.job_id}: `python -m jobs resume {args.job_id}` starts it again")
         return 0
-    count = api.resume(args.job_id, args.output)
+    count = api.resume(args.job_id, args.output, retry_failed=args.retry_failed)
     print(f"enqueued {count} chunk(s) of {args.job_id}")
     return 0
 
 
-def _finished(s: api.JobStatus) -> int:
-    flags = ", ".join(f"{flag} {count:,}" for flag, count in s.sentence_flags.items()) or "none"
-    print(
-        f"{s.id}: {s.state}, {s.done:,} documents, {s.partial or 0:,} partial, {s.errors or 0:,} errors; "
-        f"sentences flagged: {flags}; output {s.output}/{s.id}/parts/"
-    )
-    return 0 if s.state == "succeeded" else 2
+def _wait(job_id: str, output: str | None, timeout: float | None) -> int:
+    from jobs import api
+
+    try:
+        s = api.wait(job_id, output, timeout=timeout, on_progress=api.print_progress)
+    except TimeoutError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 3
+    print(api.report(s))
+    return EXIT.get(s.state, 1)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -97,13 +103,17 @@ def main(argv: list[str] | None = None) -> None:
 
         return demo(argv[1:])
     args = parser().parse_args(argv)
+    from jobs.api import SubmitError, explain
     from jobs.spec import SpecError
     from worker.storage import StorageError
 
     try:
         sys.exit(run(args))
-    except (SpecError, StorageError, FileNotFoundError) as err:
+    except (SpecError, StorageError, FileNotFoundError, SubmitError) as err:
         print(f"error: {err}", file=sys.stderr)
+        sys.exit(1)
+    except Exception as err:  # noqa: BLE001 - storage or the broker failing under a command: one line, no traceback
+        print(f"error: {explain(err)} (is storage or the broker reachable? see FANYI_* settings)", file=sys.stderr)
         sys.exit(1)
 
 

@@ -4,48 +4,71 @@
     job_id = api.submit(api.load_spec("news.yaml"))
     api.wait(job_id, output="s3://results/translations")
 
-Storage is the system of record: status, resume and cancel read the job's prefix, so they work
+Storage is the system of record: state, status, resume and cancel read the job's prefix, so they work
 after Redis lost everything. Redis only carries the chunk messages and a few caches.
+
+Submission cannot strand a job: the job id is known (and announced) before anything can fail,
+storage and the broker are checked before the inputs are read, and if enqueueing breaks off the
+job stays ``submitting`` and the error says to run ``jobs resume ID``, which enqueues the chunks
+without a part. ``submit(..., job_id=...)`` of an existing job with the same spec resumes it
+instead of translating the corpus twice.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from jobs.chunks import plan_chunks
 from jobs.inputs import collect
 from jobs.spec import JobSpec, SpecError, load_spec
 from worker import metrics, settings
 from worker.job import (
+    TERMINAL,
     Document,
     Job,
+    check_job_id,
     done_chunks,
     encode_documents,
+    encode_ids,
+    failure_key,
+    failures,
     finalize,
+    ids_key,
     input_key,
+    job_state,
     list_jobs,
+    part_key,
     read_job,
     write_job,
 )
 from worker.storage import Storage, StorageError, open_storage
 
-__all__ = ["JobStatus", "cancel", "jobs", "load_spec", "resume", "status", "submit", "wait"]
+if TYPE_CHECKING:
+    from worker.tokenizer import Tokenizer
+
+__all__ = ["JobStatus", "SubmitError", "cancel", "jobs", "load_spec", "resume", "status", "submit", "wait"]
 
 UPLOAD_THREADS = 8  # chunk inputs written at once by `submit` (each is one PUT)
+
+
+class SubmitError(Exception):
+    """The job could not be (fully) submitted; the message names it and says what to do."""
 
 
 @dataclass
 class JobStatus:
     id: str
-    state: str  # "running", "succeeded", "cancelled"
+    state: str  # submitting, running, cancelling, cancelled, succeeded, completed_with_errors, failed
     documents: int
-    done: int
+    done: int  # documents whose part is written
     errors: int | None  # None while unknown (Redis lost its counters and the job is not finished)
     chunks: int
     chunks_done: int
@@ -53,20 +76,67 @@ class JobStatus:
     output: str
     partial: int | None = None  # documents with a sentence that still shows a symptom; None while unknown
     sentence_flags: dict[str, int] = field(default_factory=dict)  # sentences per flag (retried, empty, ...)
+    failed_chunks: dict[str, str] = field(default_factory=dict)  # chunk -> why it could not be done
 
     @property
     def eta(self) -> float | None:
         return (self.documents - self.done) / self.rate if self.rate > 0 and self.state == "running" else None
 
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL
 
-def submit(spec: JobSpec, *, enqueue: bool = True, on_progress: Callable[[str], None] | None = None) -> str:
+
+def submit(
+    spec: JobSpec,
+    *,
+    enqueue: bool = True,
+    job_id: str | None = None,
+    on_job: Callable[[str], None] | None = None,
+    on_progress: Callable[[str], None] | None = None,
+) -> str:
     """Check everything, write the manifest and chunk inputs, enqueue one task per chunk; the job id.
 
-    ``on_progress`` hears what is going on (documents read, chunk inputs written) for a progress line."""
+    ``on_job`` hears the job id first, before anything can fail; ``on_progress`` what is going on
+    (documents read, chunk inputs written). A job id that exists with the same spec is resumed."""
+    say = on_progress or (lambda _: None)
+    job_id = check_job_id(job_id or f"{spec.name}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}")
+    if on_job:
+        on_job(job_id)
+    spec = spec.resolved()
+    tokenizer, artifact_id = _artifact(spec)
+    storage = _reachable(spec.output)
+    existing = _existing(storage, job_id, spec)
+    if existing is not None:
+        say(f"job {job_id} exists with this spec: enqueueing the chunks it still lacks")
+        return _enqueue_missing(existing, storage, spec.output, job_id, enqueue)
+    if enqueue:
+        _broker_reachable(job_id)
+    documents, files = collect(spec, settings.MAX_DOCUMENT_CHARS)
+    tokens = tokenizer.count([d.text or "" for d in documents])
+    bad = sum(d.error is not None for d in documents)
+    say(
+        f"{len(documents):,} documents, {sum(tokens):,} source tokens checked"
+        + (f"; {bad:,} bad rows kept as error rows" if bad else "")
+    )
+    ranges = plan_chunks(tokens, max_documents=spec.chunk_documents, max_tokens=spec.chunk_tokens)
+    chunks = [documents[r.start : r.stop] for r in ranges]
+    job = Job(job_id, spec.to_dict(), artifact_id, [len(c) for c in chunks], bad_rows=bad)
+    _guard_storage(job_id, lambda: _write_inputs(storage, job_id, chunks, say))  # a manifest always has its chunks
+    _guard_storage(job_id, lambda: write_job(storage, job))
+    if not documents:  # a day with nothing new: a job of 0 documents, finished at once
+        say(f"no documents in {', '.join(files)}: the job succeeds with nothing to translate")
+        storage.put(job.key("_ENQUEUED"), b"0\n")
+        finalize(storage, job)
+        return job_id
+    return _enqueue_missing(job, storage, spec.output, job_id, enqueue)
+
+
+def _artifact(spec: JobSpec) -> tuple[Tokenizer, str]:
+    """The artifact's tokenizer and id; the spec's languages checked against it."""
     from worker.artifact import Artifact, ArtifactError
     from worker.tokenizer import Tokenizer
 
-    say = on_progress or (lambda _: None)
     try:
         artifact = Artifact.load(spec.artifact, verify=False)
         tokenizer = Tokenizer.from_artifact(artifact)
@@ -77,66 +147,116 @@ def submit(spec: JobSpec, *, enqueue: bool = True, on_progress: Callable[[str], 
         tokenizer.framing(options.get("source_language"), options.get("target_language"), options.get("source_prefix"))
     except ValueError as err:
         raise SpecError(f"options: {err}") from None
+    return tokenizer, artifact.artifact_id
+
+
+def _reachable(output: str) -> Storage:
+    """The output storage, listed once: a missing bucket, refused credentials or a dead endpoint now,
+    before any input is read."""
     try:
-        storage = open_storage(spec.output)
+        storage = open_storage(output)
+        storage.list("_fanyi-probe/")
     except StorageError as err:
-        raise SpecError(f"output {spec.output!r}: {err}") from None
-    documents, files = collect(spec, settings.MAX_DOCUMENT_CHARS)
-    tokens = tokenizer.count([d.text or "" for d in documents])
-    bad = sum(d.error is not None for d in documents)
-    say(
-        f"{len(documents):,} documents, {sum(tokens):,} source tokens checked"
-        + (f"; {bad:,} bad rows kept as error rows" if bad else "")
-    )
-    ranges = plan_chunks(tokens, max_documents=spec.chunk_documents, max_tokens=spec.chunk_tokens)
-    chunks = [documents[r.start : r.stop] for r in ranges]
-    job_id = f"{spec.name}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
-    job = Job(job_id, spec.to_dict(), artifact.artifact_id, [len(c) for c in chunks], bad_rows=bad)
-    _write_inputs(storage, job_id, chunks, say)  # inputs first: a manifest always has its chunks
-    write_job(storage, job)
-    if not documents:  # a day with nothing new: a job of 0 documents, finished at once
-        say(f"no documents in {', '.join(files)}: the job succeeds with nothing to translate")
-        finalize(storage, job)
-    elif enqueue:
-        _register(job_id, spec.output, job.documents)
-        _enqueue(job, spec.output, range(len(chunks)))
-    return job_id
+        raise SpecError(f"output {output!r}: {err}") from None
+    except Exception as err:  # noqa: BLE001 - boto3 and OS errors of every kind, in one line
+        raise SpecError(f"output {output!r} cannot be used: {explain(err)}") from None
+    return storage
+
+
+def _broker_reachable(job_id: str) -> None:
+    from worker.app import app
+
+    try:
+        with app.connection_for_write(settings.BROKER_URL) as connection:
+            connection.ensure_connection(max_retries=1)
+    except Exception as err:  # noqa: BLE001 - kombu and redis errors
+        raise SubmitError(
+            f"job {job_id} not submitted: the broker at {settings.redact(settings.BROKER_URL)} cannot be reached "
+            f"({explain(err)}); nothing was written: submit again when it is back"
+        ) from None
+
+
+def _guard_storage(job_id: str, write: Callable[[], None]) -> None:
+    try:
+        write()
+    except (SpecError, StorageError):
+        raise
+    except Exception as err:  # noqa: BLE001
+        raise SubmitError(
+            f"job {job_id} not submitted: writing it to storage failed ({explain(err)}); "
+            f"submit again with --job-id {job_id} when storage is back"
+        ) from None
+
+
+def _existing(storage: Storage, job_id: str, spec: JobSpec) -> Job | None:
+    try:
+        job = read_job(storage, job_id)
+    except FileNotFoundError:
+        return None
+    if job.spec != spec.to_dict():
+        raise SpecError(f"job {job_id} exists under {storage.uri} with another spec: choose another --job-id")
+    return job
 
 
 def _write_inputs(storage: Storage, job_id: str, chunks: list[list[Document]], say: Callable[[str], None]) -> None:
     def write(index: int) -> None:
         storage.put(input_key(job_id, index), encode_documents(chunks[index]))
 
+    storage.put(ids_key(job_id), encode_ids(chunks))
     with ThreadPoolExecutor(UPLOAD_THREADS) as pool:
         for written, _ in enumerate(pool.map(write, range(len(chunks))), 1):
             if written == len(chunks) or written % 100 == 0:
                 say(f"chunk inputs written: {written:,}/{len(chunks):,}")
 
 
-def _enqueue(job: Job, output: str, chunks) -> None:
+def _enqueue_missing(job: Job, storage: Storage, output: str, job_id: str, enqueue: bool) -> str:
+    """Enqueue the chunks without a part, then mark the job enqueued (running)."""
+    if not enqueue:
+        return job_id
+    missing = sorted(set(range(len(job.chunks))) - done_chunks(storage, job))
+    _register(job_id, output, job.documents)
+    _enqueue(job, output, missing)
+    storage.put(job.key("_ENQUEUED"), f"{len(missing)}\n".encode())
+    if not missing:
+        finalize(storage, job)
+    return job_id
+
+
+def _enqueue(job: Job, output: str, chunks: Sequence[int]) -> None:
     from worker.app import app
 
-    with app.connection_for_write(settings.BROKER_URL) as connection:  # the broker the settings name, now
-        for chunk in chunks:
-            app.send_task(
-                "fanyi.translate_chunk", args=[output, job.id, chunk], queue=job.queue,
-                priority=job.spec.get("priority", 5), connection=connection,
-            )  # fmt: skip
+    sent = 0
+    try:
+        with app.connection_for_write(settings.BROKER_URL) as connection:  # the broker the settings name, now
+            for chunk in chunks:
+                app.send_task(
+                    "fanyi.translate_chunk", args=[output, job.id, chunk], queue=job.queue,
+                    priority=job.spec.get("priority", 5), connection=connection,
+                    retry_policy={"max_retries": 2, "interval_start": 0.5, "interval_step": 1},
+                )  # fmt: skip
+                sent += 1
+    except Exception as err:  # noqa: BLE001 - kombu and redis errors
+        raise SubmitError(
+            f"job {job.id} is submitting: the broker broke off after {sent:,} of {len(chunks):,} chunks "
+            f"({explain(err)}); run `python -m jobs resume {job.id} --output {output}` when it is back"
+        ) from None
+
+
+def explain(err: BaseException) -> str:
+    """One line for an error of storage or the broker (never a traceback)."""
+    response = getattr(err, "response", None)
+    if isinstance(response, dict) and "Error" in response:
+        error = response["Error"]
+        return f"{error.get('Code', type(err).__name__)}: {error.get('Message', '')}".strip().rstrip(":")
+    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
 
 
 def _register(job_id: str, output: str, documents: int) -> None:
     try:
         metrics.cache().hset(metrics.JOBS_KEY, job_id, output)
-        metrics.cache().hset(metrics.JOB_PROGRESS_KEY.format(job=job_id), "total", documents)
+        metrics.cache().hsetnx(metrics.JOB_PROGRESS_KEY.format(job=job_id), "total", documents)
     except Exception:  # noqa: BLE001 - a cache: `--output` finds the job without it
-        pass
-
-
-def _set_cached_progress(job_id: str, documents: int) -> None:
-    """After a Redis loss the counters restart: set them from what storage holds."""
-    try:
-        metrics.cache().hset(metrics.JOB_PROGRESS_KEY.format(job=job_id), "documents", documents)
-    except Exception:  # noqa: BLE001
         pass
 
 
@@ -158,19 +278,31 @@ def _registered(job_id: str) -> str | None:
 def status(job_id: str, output: str | None = None) -> JobStatus:
     storage, output = _storage(job_id, output)
     job = read_job(storage, job_id)
-    done = done_chunks(storage, job)
-    summary = finalize(storage, job)  # the finalizer: the last task may have died before writing _SUCCESS
-    if summary:
-        state, counts = "succeeded", _counts(summary)
-    else:
-        state, counts = ("cancelled" if storage.exists(job.key("_CANCELLED")) else "running"), _cached_counts(job_id)
+    summary = finalize(storage, job)  # a finalizer: the last task may have died before writing _SUCCESS
+    done = done_chunks(storage, job)  # after: a part written meanwhile is counted with the state it makes
+    state = job_state(storage, job, summary)
+    if state == "cancelled" and _chunks_running(output, job_id):
+        state = "cancelling"  # chunks under way still write their parts
+    counts = _counts(summary) if summary else _cached_counts(job_id)
     finished = summary["finished"] if summary else time.time()
     documents_done = sum(job.chunks[c] for c in done)
     rate = documents_done / max(1e-9, finished - job.created)
     errors, partial, flags = counts
+    failed = summary["failed_chunks"] if summary else {str(c): r for c, r in failures(storage, job).items()}
     return JobStatus(
-        job.id, state, job.documents, documents_done, errors, len(job.chunks), len(done), rate, output, partial, flags
-    )
+        job.id, state, job.documents, documents_done, errors, len(job.chunks), len(done), rate, output, partial,
+        flags, failed,
+    )  # fmt: skip
+
+
+def _chunks_running(output: str, job_id: str) -> bool:
+    from worker.watchdog import RUNNING_KEY
+
+    try:
+        fields = metrics.cache().hkeys(RUNNING_KEY)
+    except Exception:  # noqa: BLE001 - a cache: without it, nothing is known to be running
+        return False
+    return any(f.decode().startswith(f"{output}|{job_id}|") for f in fields)
 
 
 Counts = tuple[int | None, int | None, dict[str, int]]  # errors, partial, sentences per flag
@@ -203,7 +335,8 @@ def wait(
     timeout: float | None = None,
     on_progress: Callable[[JobStatus], None] | None = None,
 ) -> JobStatus:
-    """Poll until the job succeeded or was cancelled (or ``timeout`` seconds passed: TimeoutError).
+    """Poll until the job ends (succeeded, completed_with_errors, failed, cancelled); ``timeout`` seconds
+    without an end is a TimeoutError. A cancelled job ends once its chunks under way have finished.
 
     The first polls come quickly (0.1 s, doubling up to ``poll``): a short job is not kept waiting."""
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -212,10 +345,13 @@ def wait(
         current = status(job_id, output)
         if on_progress:
             on_progress(current)
-        if current.state != "running":
+        if current.finished:
             return current
         if deadline is not None and time.monotonic() > deadline:
-            raise TimeoutError(f"job {job_id} not finished after {timeout} s ({current.done}/{current.documents})")
+            hint = f": run `python -m jobs resume {job_id}`" if current.state == "submitting" else ""
+            raise TimeoutError(
+                f"job {job_id} still {current.state} after {timeout} s ({current.done}/{current.documents}){hint}"
+            )
         time.sleep(interval)
         interval = min(poll, 2 * interval)
 
@@ -226,24 +362,28 @@ def jobs(output: str) -> list[JobStatus]:
 
 
 def cancel(job_id: str, output: str | None = None) -> None:
-    """Chunks not yet started are skipped by the workers; parts already written stay."""
+    """Chunks not yet started are skipped by the workers; chunks under way finish and their parts stay."""
     storage, _ = _storage(job_id, output)
     job = read_job(storage, job_id)
     storage.put(job.key("_CANCELLED"), f"cancelled at {time.time()}\n".encode())
 
 
-def resume(job_id: str, output: str | None = None) -> int:
-    """Enqueue exactly the chunks that have no part in storage (and lift a cancel); how many."""
+def resume(job_id: str, output: str | None = None, *, retry_failed: bool = False) -> int:
+    """Enqueue exactly the chunks that have no part in storage (lifting a cancel, completing an
+    interrupted submission); with ``retry_failed``, the chunks that failed too. How many."""
     storage, output = _storage(job_id, output)
     job = read_job(storage, job_id)
+    if storage.exists(job.key("_SUCCESS")) and not retry_failed:
+        return 0
     storage.delete(job.key("_CANCELLED"))
-    missing = sorted(set(range(len(job.chunks))) - done_chunks(storage, job))
-    _register(job_id, output, job.documents)
-    _set_cached_progress(job_id, sum(job.chunks[c] for c in range(len(job.chunks)) if c not in missing))
-    _enqueue(job, output, missing)
-    if not missing:
-        finalize(storage, job)
-    return len(missing)
+    if retry_failed:
+        for chunk in failures(storage, job):
+            storage.delete(part_key(job_id, chunk))
+            storage.delete(failure_key(job_id, chunk))
+        storage.delete(job.key("_SUCCESS"))
+    missing = len(set(range(len(job.chunks))) - done_chunks(storage, job))
+    _enqueue_missing(job, storage, output, job_id, True)
+    return missing
 
 
 def progress_line(s: JobStatus, width: int = 30) -> str:
@@ -257,6 +397,26 @@ def progress_line(s: JobStatus, width: int = 30) -> str:
     )
 
 
+def report(s: JobStatus) -> str:
+    """The job's end (or where it stands) in a few lines: counts, failed chunks and what to do."""
+    flags = ", ".join(f"{flag} {count:,}" for flag, count in s.sentence_flags.items()) or "none"
+    lines = [
+        f"{s.id}: {s.state}, {s.done:,} of {s.documents:,} documents written, {s.partial or 0:,} partial, "
+        f"{s.errors or 0:,} errors; sentences flagged: {flags}; output {s.output}/{s.id}/parts/"
+    ]
+    for chunk, reason in s.failed_chunks.items():
+        lines.append(f"  chunk {chunk} failed: {reason}")
+    if s.failed_chunks:
+        lines.append(f"  fix the cause, then `python -m jobs resume {s.id} --retry-failed` translates those chunks")
+    if s.state == "submitting":
+        lines.append(f"  enqueueing broke off: `python -m jobs resume {s.id}` enqueues the chunks it lacks")
+    return "\n".join(lines)
+
+
+def as_json(s: JobStatus) -> str:
+    return json.dumps({**asdict(s), "eta": s.eta})
+
+
 def _duration(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
@@ -264,5 +424,5 @@ def _duration(seconds: float) -> str:
 
 
 def print_progress(s: JobStatus) -> None:
-    end = "\n" if s.state != "running" or not sys.stderr.isatty() else "\r"
+    end = "\n" if s.finished or not sys.stderr.isatty() else "\r"
     print(progress_line(s), end=end, file=sys.stderr, flush=True)

@@ -99,12 +99,18 @@ class Worker:
     app: str = "worker.app"
     queue: str = "translate.cpu"
     process: subprocess.Popen | None = None
+    name: str = ""  # the worker's node name (``-n``), once started
+
+    @property
+    def health_file(self) -> Path:
+        return Path(self.env.get("FANYI_HEALTH_FILE") or self.log.with_suffix(".health.json"))
 
     def start(self, timeout: float = 90) -> Worker:
         args = [sys.executable, "-m", "celery", "-A", self.app, "worker", "-Q", self.queue]
         args += ["--concurrency", str(self.concurrency), "--loglevel", "INFO", "--without-mingle", "--without-gossip"]
-        args += ["-n", f"local-{os.getpid()}-{free_port()}@%h"]
-        env = {**os.environ, "PYTHONPATH": str(ROOT), **self.env}
+        self.name = f"local-{os.getpid()}-{free_port()}@{socket.gethostname()}"
+        args += ["-n", self.name]
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "FANYI_HEALTH_FILE": str(self.health_file), **self.env}
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=log, stderr=log, start_new_session=True)
         wait_for(lambda: "ready." in self.log.read_text(errors="replace") or self.died(), timeout, "the worker")

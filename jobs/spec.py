@@ -15,14 +15,15 @@
               source_language: fr, target_language: de,  # languages: for models that read or write several
               format: markdown}                            # text (default), markdown or html: markup kept
 
-Unknown keys are refused (a typo must not silently fall back to a default).
+Unknown keys are refused (a typo must not silently fall back to a default). Local paths (inputs,
+output, artifact) are relative to the spec file's folder, and made absolute when it is loaded.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,14 @@ class JobSpec:
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
+    def resolved(self, base: Path | None = None) -> JobSpec:
+        """Local paths made absolute, relative to ``base`` (the spec file's folder; the current one for
+        a spec built in code), so that a worker or ``jobs status`` anywhere finds the same files."""
+        folder = (base or Path.cwd()).resolve()
+        local = lambda path: path if "://" in path else str((folder / Path(path).expanduser()).resolve())  # noqa: E731
+        inputs = [local(p) for p in self.inputs]
+        return replace(self, inputs=inputs, output=local(self.output), artifact=local(self.artifact))
+
     @classmethod
     def from_dict(cls, raw: Any, *, source: str = "spec") -> JobSpec:
         import jsonschema
@@ -123,7 +132,7 @@ def load_spec(path: str | Path) -> JobSpec:
         raw = json.loads(text) if path.suffix == ".json" else _yaml(text)
     except ValueError as err:
         raise SpecError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {err}") from None
-    return JobSpec.from_dict(raw, source=str(path))
+    return JobSpec.from_dict(raw, source=str(path)).resolved(path.parent)
 
 
 def _yaml(text: str) -> Any:

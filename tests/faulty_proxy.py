@@ -1,5 +1,6 @@
 """An HTTP proxy that fails on purpose: in front of the S3 server, it answers some requests with 500
-(before or after forwarding them) and stalls others, as a flaky object store does."""
+(before or after forwarding them) and stalls others, as a flaky object store does; ``refuse`` answers
+chosen requests with a chosen error (503 on part writes for a while, 403 for wrong credentials)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,23 @@ import http.client
 import random
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class FaultyProxy:
     def __init__(
-        self, upstream_port: int, *, error_rate: float, stall_rate: float, stall_seconds: float, seed: int = 0
+        self,
+        upstream_port: int,
+        *,
+        error_rate: float = 0.0,
+        stall_rate: float = 0.0,
+        stall_seconds: float = 0.0,
+        seed: int = 0,
+        refuse: Callable[[str, str], tuple[int, str] | None] | None = None,
     ):
+        self.refuse = refuse  # (method, path) -> (HTTP status, S3 error code) to answer instead, or None
+        self.refused = 0
         self.upstream_port, self.error_rate, self.stall_rate = upstream_port, error_rate, stall_rate
         self.stall_seconds, self.rng, self.lock = stall_seconds, random.Random(seed), threading.Lock()
         self.faults = {"before": 0, "after": 0, "stall": 0, "forwarded": 0}
@@ -40,6 +51,10 @@ class FaultyProxy:
 
             def _any(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                answer = proxy.refuse(self.command, self.path) if proxy.refuse else None
+                if answer is not None:
+                    proxy.refused += 1
+                    return self._fail(*answer)
                 fault = proxy._draw()
                 proxy.faults[fault] += 1
                 if fault == "before":
@@ -61,9 +76,9 @@ class FaultyProxy:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _fail(self) -> None:
-                body = b"<Error><Code>InternalError</Code><Message>injected</Message></Error>"
-                self.send_response(500)
+            def _fail(self, status: int = 500, code: str = "InternalError") -> None:
+                body = f"<Error><Code>{code}</Code><Message>injected</Message></Error>".encode()
+                self.send_response(status)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)

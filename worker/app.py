@@ -11,8 +11,10 @@ Settings and their environment variables: ``worker.settings``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import Celery
-from celery.signals import worker_init, worker_process_init, worker_process_shutdown
+from celery.signals import task_received, worker_init, worker_process_init, worker_process_shutdown, worker_ready
 from kombu import Queue
 
 from worker import metrics, settings
@@ -28,7 +30,7 @@ app.conf.update(
     task_ignore_result=True,  # results live in storage; the broker carries only work
     task_acks_late=True,
     task_reject_on_worker_lost=True,
-    task_acks_on_failure_or_timeout=True,  # a task that raised is recorded by the task itself, not looped
+    task_acks_on_failure_or_timeout=True,  # the task classifies its own faults (worker.faults): none is dropped
     worker_prefetch_multiplier=1,
     worker_cancel_long_running_tasks_on_connection_loss=True,  # its redelivery would otherwise run twice
     broker_connection_retry_on_startup=True,
@@ -74,8 +76,56 @@ def run_schedule(spec_path: str) -> str | None:
 
 @worker_process_init.connect
 def _warm(**_: object) -> None:
-    """Load the worker's artifact in each process after fork: sessions are never shared across fork."""
+    """Load the worker's artifact in each process after fork: sessions are never shared across fork.
+    One that cannot be loaded was reported at start (``_check_artifact``); tasks meet it again."""
     if settings.ARTIFACT:
+        from worker.artifact import ArtifactError
         from worker.tasks import translator_for
 
-        translator_for(settings.ARTIFACT)
+        try:
+            translator_for(settings.ARTIFACT)
+        except (ArtifactError, OSError):
+            pass
+
+
+WATCHDOG: list[Any] = []  # the main process's watchdog, once the worker is ready
+
+
+@worker_ready.connect
+def _start_watchdog(sender: Any = None, **_: object) -> None:
+    """In the main process: the watchdog (heartbeat, orphaned chunks, completion, health), and a worker
+    whose own artifact cannot be loaded takes no chunk until it can."""
+    from worker import health
+    from worker.watchdog import Watchdog
+
+    hostname = sender.hostname if sender is not None else ""
+    queues = [q.name for q in sender.task_consumer.queues] if sender is not None and sender.task_consumer else []
+    health.mark_healthy()
+    if sender is not None and not _artifact_loads(queues):
+        for queue in queues:
+            sender.cancel_task_queue(queue)  # here, in the main thread: before any chunk is taken
+    watchdog = Watchdog(app, hostname, queues)
+    watchdog.start()
+    WATCHDOG.append(watchdog)
+
+
+def _artifact_loads(queues: list[str]) -> bool:
+    """Whether the worker's own artifact loads; if not, the worker is unhealthy until it does."""
+    if not settings.ARTIFACT:
+        return True
+    from worker import health
+    from worker.artifact import Artifact, ArtifactError
+
+    try:
+        Artifact.load(settings.ARTIFACT)
+    except ArtifactError as err:
+        health.mark_unhealthy(str(err), {"kind": "artifact", "target": settings.ARTIFACT}, queues)
+        return False
+    return True
+
+
+@task_received.connect
+def _watch_job(request: Any = None, **_: object) -> None:
+    """In the main process: the watchdog follows every job a chunk of which reaches this worker."""
+    if WATCHDOG and request is not None and request.name == "fanyi.translate_chunk" and len(request.args) >= 2:
+        WATCHDOG[0].saw(request.args[0], request.args[1])

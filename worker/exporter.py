@@ -16,7 +16,11 @@ from worker.metrics import JOB_PROGRESS_KEY, JOBS_KEY, cache
 
 
 class QueueCollector:
-    """Queue-side gauges, read from Redis at each scrape."""
+    """Queue-side gauges, read from Redis at each scrape. Jobs it has seen are remembered: if the cache
+    loses them (a flush, a restart without disk), their counters are rebuilt from storage."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, str] = {}  # job id -> output prefix
 
     def describe(self) -> list:
         return []  # nothing to check at registration: collect() runs only on a scrape
@@ -39,14 +43,27 @@ class QueueCollector:
         total = GaugeMetricFamily("fanyi_job_documents", "Documents submitted, per job", labels=["job"])
         done = GaugeMetricFamily("fanyi_job_documents_done", "Documents written, per job", labels=["job"])
         errors = GaugeMetricFamily("fanyi_job_errors", "Error rows written, per job", labels=["job"])
-        for job in redis.hkeys(JOBS_KEY):
-            progress = redis.hgetall(JOB_PROGRESS_KEY.format(job=job.decode()))
-            total.add_metric([job.decode()], int(progress.get(b"total", 0)))
-            done.add_metric([job.decode()], int(progress.get(b"documents", 0)))
-            errors.add_metric([job.decode()], int(progress.get(b"errors", 0)))
+        self.known |= {k.decode(): v.decode() for k, v in redis.hgetall(JOBS_KEY).items()}
+        for job, output in self.known.items():
+            progress = redis.hgetall(JOB_PROGRESS_KEY.format(job=job))
+            if b"total" not in progress:
+                progress = self._rebuilt(job, output)
+            total.add_metric([job], int(progress.get(b"total", 0)))
+            done.add_metric([job], int(progress.get(b"documents", 0)))
+            errors.add_metric([job], int(progress.get(b"errors", 0)))
         yield total
         yield done
         yield errors
+
+    def _rebuilt(self, job: str, output: str) -> dict[bytes, bytes]:
+        from worker.metrics import rebuild_progress
+
+        try:
+            rebuild_progress(job, output)
+        except Exception:  # noqa: BLE001 - the job is gone from storage: forget it
+            self.known.pop(job, None)
+            return {}
+        return dict(cache().hgetall(JOB_PROGRESS_KEY.format(job=job)))
 
 
 def _ping() -> list[Any]:

@@ -1,10 +1,17 @@
 """A job in storage: its manifest, chunk inputs, result parts and markers. Storage is the system of record.
 
-    <output>/<job id>/job.json                    the manifest: spec, artifact id, chunk sizes
-    <output>/<job id>/inputs/chunk-00017.parquet  the documents of chunk 17 (id, text)
-    <output>/<job id>/parts/part-00017.parquet    their results, one row per document, written once
-    <output>/<job id>/_SUCCESS                    written once, when every part exists
-    <output>/<job id>/_CANCELLED                  present while the job is cancelled
+    <output>/<job id>/job.json                     the manifest: spec, artifact id, chunk sizes
+    <output>/<job id>/inputs/chunk-00017.parquet   the documents of chunk 17 (id, text, error)
+    <output>/<job id>/inputs/ids.parquet           every document's id and chunk (for a chunk lost later)
+    <output>/<job id>/_ENQUEUED                    every chunk was enqueued once: the job is running
+    <output>/<job id>/parts/part-00017.parquet     their results, one row per document, written once
+    <output>/<job id>/failures/chunk-00017.json    why chunk 17 could not be done (its part holds error rows)
+    <output>/<job id>/_SUCCESS                     written once, when every part exists: the job's end
+    <output>/<job id>/_CANCELLED                   present while the job is cancelled
+
+A job's state comes from these alone: ``submitting`` (no ``_ENQUEUED`` yet: enqueueing broke off,
+``jobs resume`` completes it), ``running``, ``cancelled``, and at the end (``_SUCCESS``)
+``succeeded`` (no error row), ``completed_with_errors`` or ``failed`` (every row an error).
 
 Chunk inputs are copied at submission, so a chunk is self-contained: the source files may move or
 change afterwards, and ``resume`` needs nothing but this prefix.
@@ -61,6 +68,64 @@ def input_key(job_id: str, chunk: int) -> str:
 
 def part_key(job_id: str, chunk: int) -> str:
     return f"{check_job_id(job_id)}/parts/part-{chunk:05d}.parquet"
+
+
+def failure_key(job_id: str, chunk: int) -> str:
+    return f"{check_job_id(job_id)}/failures/chunk-{chunk:05d}.json"
+
+
+def ids_key(job_id: str) -> str:
+    return f"{check_job_id(job_id)}/inputs/ids.parquet"
+
+
+TERMINAL = ("succeeded", "completed_with_errors", "failed", "cancelled")
+
+
+def job_state(storage: Storage, job: Job, summary: dict[str, Any] | None) -> str:
+    """The job's state from storage: ``summary`` is its ``_SUCCESS`` when written."""
+    if summary is not None:
+        return str(summary.get("state", "succeeded"))
+    if storage.exists(job.key("_CANCELLED")):
+        return "cancelled"
+    return "running" if storage.exists(job.key("_ENQUEUED")) else "submitting"
+
+
+def failures(storage: Storage, job: Job) -> dict[int, str]:
+    """Chunk -> why it could not be done."""
+    found = {}
+    for key in storage.list(f"{job.id}/failures"):
+        if key.endswith(".json"):
+            found[int(key.rsplit("-", 1)[1].split(".")[0])] = json.loads(storage.read(key))["reason"]
+    return found
+
+
+def encode_ids(chunks: Sequence[Sequence[Document]]) -> bytes:
+    import pyarrow as pa
+
+    ids = [d.id for chunk in chunks for d in chunk]
+    numbers = [n for n, chunk in enumerate(chunks) for _ in chunk]
+    return _parquet(pa.table({"chunk": pa.array(numbers, pa.int32()), "id": pa.array(ids, pa.string())}))
+
+
+def chunk_ids(storage: Storage, job: Job, chunk: int) -> list[str]:
+    """The ids of a chunk's documents, from the job's id list; positions when even that is gone."""
+    try:
+        table = read_parquet(storage.read(ids_key(job.id)))
+        return [i for c, i in zip(table.column("chunk").to_pylist(), table.column("id").to_pylist()) if c == chunk]
+    except Exception:  # noqa: BLE001 - the ids are a convenience for error rows; positions still count them
+        return [f"{job.id}/chunk-{chunk:05d}/document-{k}" for k in range(job.chunks[chunk])]
+
+
+def write_failed_chunk(storage: Storage, job: Job, chunk: int, reason: str) -> list[dict[str, Any]]:
+    """The chunk's documents as error rows with ``reason``, and why it failed, for ``jobs status``;
+    created once like any part. Returns the rows (empty if a part already existed)."""
+    rows = [
+        {"id": doc_id, "source": "", "translation": "", "status": "error", "error": reason, "flags": ["chunk_failed"],
+         "sentences": [], "artifact_id": job.artifact_id, "timings": {"prepare": 0.0, "translate": 0.0, "total": 0.0}}
+        for doc_id in chunk_ids(storage, job, chunk)
+    ]  # fmt: skip
+    storage.put(failure_key(job.id, chunk), json.dumps({"reason": reason, "time": time.time()}).encode())
+    return rows if storage.create(part_key(job.id, chunk), encode_rows(rows)) else []
 
 
 def write_job(storage: Storage, job: Job) -> None:
@@ -212,10 +277,18 @@ def finalize(storage: Storage, job: Job) -> dict[str, Any] | None:
         rows = read_rows(data)
         tally.add(rows)
         parts.append({"key": part_key(job.id, chunk), "rows": len(rows), "sha256": hashlib.sha256(data).hexdigest()})
+    counts = tally.summary()
+    failed_chunks = failures(storage, job)
+    error_rows, documents = counts["statuses"]["error"], sum(p["rows"] for p in parts)
+    state = (
+        "failed" if documents and error_rows == documents else "completed_with_errors" if error_rows else "succeeded"
+    )
     summary = {
         "job": job.id,
-        "documents": sum(p["rows"] for p in parts),
-        **tally.summary(),
+        "state": state,
+        "documents": documents,
+        **counts,
+        "failed_chunks": {str(c): reason for c, reason in sorted(failed_chunks.items())},
         "parts": parts,
         "finished": time.time(),
     }

@@ -34,7 +34,7 @@ SENTENCE_FLAGS = Counter(
 )
 TOKENS = Counter("fanyi_source_tokens_translated_total", "Source tokens of the documents written")
 ERRORS = Counter(
-    "fanyi_errors_total", "Errors by kind (document, poison, time_limit, transient, chunk_failed)", ["kind"]
+    "fanyi_errors_total", "Errors by kind (document, poison, time_limit, transient, environment, chunk)", ["kind"]
 )
 TASK_SECONDS = Histogram(
     "fanyi_task_duration_seconds", "Time to translate and write one chunk",
@@ -87,6 +87,24 @@ def record_part(job_id: str, rows: Sequence[dict[str, Any]]) -> bool:
     except Exception:  # noqa: BLE001 - progress is a cache; `jobs status` recomputes from storage
         return True
     return total is None or int(done) >= int(total)
+
+
+def rebuild_progress(job_id: str, output: str) -> None:
+    """After the cache lost a job's counters (a flush, a restart without disk): count them again from the
+    parts in storage, and register the job again. A part written meanwhile may be counted twice: these
+    are a cache's numbers; ``jobs status`` and ``_SUCCESS`` count from storage."""
+    from worker.job import done_chunks, part_key, read_job, read_rows
+    from worker.storage import open_storage
+
+    storage = open_storage(output)
+    job = read_job(storage, job_id)
+    tally = Tally()
+    for chunk in sorted(done_chunks(storage, job)):
+        tally.add(read_rows(storage.read(part_key(job_id, chunk))))
+    counts = {"total": job.documents, "documents": sum(tally.statuses.values()), "errors": tally.statuses["error"]}
+    counts |= {"partial": tally.statuses["partial"]} | {f"flag:{f}": n for f, n in tally.sentence_flags.items()}
+    progress = JOB_PROGRESS_KEY.format(job=job_id)
+    cache().pipeline().hset(JOBS_KEY, job_id, output).delete(progress).hset(progress, mapping=counts).execute()
 
 
 def serve_worker_metrics(port: int) -> None:

@@ -4,12 +4,15 @@ Delivery is at-least-once, so the task is idempotent: the part's key is fixed by
 created only if absent (a duplicate or redelivered chunk finds it and stops, or loses the race and
 discards its copy), and metrics and progress count only the delivery that created it.
 
-Poison documents: a chunk is first translated in one engine call. If a delivery dies (the process
-crashed or hit its time limit), the next one translates document by document, recording in Redis
-which document it is on; a delivery that finds such a record knows that document killed its
-predecessor and writes it as an error row. So a poison document costs two extra deliveries and
-never sinks its chunk; after ``FANYI_MAX_ATTEMPTS`` deliveries the remaining documents become error
-rows rather than loop forever.
+Every chunk ends in a part. What goes wrong is classified once (``worker.faults``): a transient fault
+is retried with capped, jittered backoff; an environment fault puts the chunk back for a healthy
+worker and makes this one stop consuming until it is fixed (``worker.health``); a fault of the chunk
+itself writes its documents as error rows with the reason (``write_failed_chunk``), so the job ends.
+
+Poison documents: a chunk is first translated in one engine call. After a delivery of it died
+(``worker.deliveries``), the next ones translate document by document, recording which document they
+are on; a document that was in progress in two deliveries that died is written as an error row. After
+``FANYI_MAX_DEATHS`` deaths the remaining documents become error rows rather than loop forever.
 """
 
 from __future__ import annotations
@@ -21,18 +24,31 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 
-from worker import metrics, settings
+from worker import health, metrics, settings
 from worker.app import app
+from worker.artifact import ArtifactError
+from worker.deliveries import Deliveries
 from worker.documents import DocumentResult, DocumentTranslator
 from worker.engine.translator import Translator
-from worker.job import Document, Job, decode_documents, encode_rows, finalize, input_key, part_key, read_job
-from worker.storage import StorageError, open_storage
+from worker.faults import ChunkFault, EnvironmentFault, Fault, classify
+from worker.job import (
+    Document,
+    Job,
+    decode_documents,
+    encode_rows,
+    finalize,
+    input_key,
+    part_key,
+    read_job,
+    write_failed_chunk,
+)
+from worker.storage import open_storage
+from worker.watchdog import record_ended, record_running
 
 log = logging.getLogger(__name__)
 DECODING_OPTIONS = ("beam_size", "max_new_tokens", "source_language", "target_language", "source_prefix")
-ATTEMPTS_TTL = 7 * 24 * 3600  # seconds the delivery record of a chunk is kept in Redis
 
 
 @functools.cache
@@ -46,32 +62,59 @@ def translator_for(artifact: str) -> Translator:
     return translator
 
 
-def _transient(err: BaseException) -> bool:
-    """Storage and broker hiccups are worth retrying; bad input and missing jobs are not."""
-    from botocore.exceptions import BotoCoreError, ClientError
-    from redis.exceptions import ConnectionError as RedisConnectionError
-
-    if isinstance(err, ClientError):
-        return int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500)) >= 500
-    return isinstance(err, BotoCoreError | RedisConnectionError | ConnectionError | TimeoutError)
-
-
 @app.task(name="fanyi.translate_chunk", bind=True, max_retries=None)
 def translate_chunk(self: Any, output: str, job_id: str, chunk: int) -> str:
+    deliveries = Deliveries(job_id, chunk, self.request.hostname or "")
+    record_running(output, job_id, chunk, self.request.hostname or "")
     try:
         with metrics.TASK_SECONDS.time():
-            return run_chunk(output, job_id, chunk)
+            outcome = run_chunk(output, job_id, chunk, deliveries)
+        deliveries.end()
+        return outcome
     except SoftTimeLimitExceeded:
         metrics.ERRORS.labels(kind="time_limit").inc()
-        raise self.retry(countdown=1) from None  # the next delivery skips the document it was stuck on
+        deliveries.timed_out()  # counts as a death: the document it was on gets a strike
+        raise self.retry(countdown=1) from None
     except Exception as err:
-        if not _transient(err):
-            metrics.ERRORS.labels(kind="chunk_failed").inc()
-            log.error("chunk %s of job %s failed: %s", chunk, job_id, err)
-            raise
-        metrics.ERRORS.labels(kind="transient").inc()
-        delay = min(60.0, 2.0 ** min(self.request.retries, 6)) * random.uniform(0.5, 1.0)
-        raise self.retry(exc=err, countdown=delay) from None
+        deliveries.end()
+        return _handle(self, err, output, job_id, chunk)
+    finally:
+        record_ended(output, job_id, chunk)
+
+
+def _handle(task: Any, err: Exception, output: str, job_id: str, chunk: int) -> str:
+    fault = classify(err)
+    metrics.ERRORS.labels(kind=fault.value).inc()
+    if fault is Fault.TRANSIENT:
+        delay = min(settings.RETRY_MAX_DELAY, 2.0 ** min(task.request.retries, 10)) * random.uniform(0.5, 1.0)
+        log.warning("chunk %s of job %s: %s; retrying in %.0f s", chunk, job_id, err, delay)
+        raise task.retry(countdown=delay) from None
+    if fault is Fault.ENVIRONMENT:
+        _stop_consuming(task, err, output)
+        raise Reject(f"environment fault, chunk put back: {err}", requeue=True) from None
+    log.error("chunk %s of job %s cannot be done: %s", chunk, job_id, err)
+    _fail_chunk(output, job_id, chunk, f"chunk {chunk} could not be translated: {err}")
+    return "failed"
+
+
+def _stop_consuming(task: Any, err: Exception, output: str) -> None:
+    """Mark this worker unhealthy and cancel its consumers (waiting for the main process to confirm),
+    so the chunk put back goes to a healthy worker."""
+    queue = (task.request.delivery_info or {}).get("routing_key") or "translate.cpu"
+    check = health.check_for(err, output)
+    health.mark_unhealthy(f"{type(err).__name__}: {err}", check, [queue])
+    log.error("environment fault (%s): this worker stops taking chunks until %s passes", err, check)
+    hostname = task.request.hostname
+    if hostname:
+        task.app.control.cancel_consumer(queue, destination=[hostname], reply=True, timeout=5)
+
+
+def _fail_chunk(output: str, job_id: str, chunk: int, reason: str) -> None:
+    storage = open_storage(output)
+    job = _job(output, job_id)
+    rows = write_failed_chunk(storage, job, chunk, reason)
+    if rows and metrics.record_part(job_id, rows):
+        finalize(storage, job)
 
 
 @functools.lru_cache(maxsize=256)
@@ -80,24 +123,39 @@ def _job(output: str, job_id: str) -> Job:
     return read_job(open_storage(output), job_id)
 
 
-def run_chunk(output: str, job_id: str, chunk: int) -> str:
+def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> str:
     storage = open_storage(output)
-    job = _job(output, job_id)
+    try:
+        job = _job(output, job_id)
+    except FileNotFoundError as err:
+        raise ChunkFault(f"the job's manifest is gone ({err})") from None
     if not 0 <= chunk < len(job.chunks):
-        raise StorageError(f"job {job_id} has {len(job.chunks)} chunks, not a chunk {chunk}")
+        raise ChunkFault(f"job {job_id} has {len(job.chunks)} chunks, not a chunk {chunk}")
     key = part_key(job_id, chunk)
     if storage.exists(key):
         finalize(storage, job)
         return "exists"
     if storage.exists(job.key("_CANCELLED")):
         return "cancelled"
-    documents = decode_documents(storage.read(input_key(job_id, chunk)))
-    rows = translate_rows(job, documents, Deliveries(job_id, chunk))
+    documents = _documents(storage.read, job_id, chunk)
+    rows = translate_rows(job, documents, deliveries)
     if not storage.create(key, encode_rows(rows)):
         return "duplicate"  # another delivery wrote this part first; its content stands
     if metrics.record_part(job_id, rows):  # the last part, or the cache cannot tell: storage decides
         finalize(storage, job)
     return "written"
+
+
+def _documents(read: Any, job_id: str, chunk: int) -> list[Document]:
+    """The chunk's input; a missing or unreadable one is the chunk's own fault."""
+    try:
+        data = read(input_key(job_id, chunk))
+    except FileNotFoundError as err:
+        raise ChunkFault(f"its input is gone ({err})") from None
+    try:
+        return decode_documents(data)
+    except Exception as err:  # noqa: BLE001 - pyarrow raises several kinds for a damaged file
+        raise ChunkFault(f"its input is unreadable ({type(err).__name__}: {err})") from None
 
 
 def translate_rows(job: Job, documents: Sequence[Document], deliveries: Deliveries) -> list[dict[str, Any]]:
@@ -120,11 +178,11 @@ def _translate(job: Job, documents: list[tuple[str, str]], deliveries: Deliverie
         format=spec_options.get("format", "text"),
     )
     options = translator.options(**{k: v for k, v in spec_options.items() if k in DECODING_OPTIONS})
-    attempt, poisoned = deliveries.start()
-    if attempt > settings.MAX_ATTEMPTS:
-        message = f"gave up after {attempt - 1} deliveries of this chunk died; see the worker logs"
+    deaths, poisoned = deliveries.start()
+    if deaths >= settings.MAX_DEATHS:
+        message = f"gave up after {deaths} deliveries of this chunk died (killed or timed out); see the worker logs"
         return [DocumentResult(doc_id, "", "error", message) for doc_id, _ in documents]
-    if attempt == 1:
+    if deaths == 0:
         try:
             return engine.translate(documents, options)
         except SoftTimeLimitExceeded:
@@ -136,27 +194,45 @@ def _translate(job: Job, documents: list[tuple[str, str]], deliveries: Deliverie
 
 def _translator(job: Job) -> Translator:
     """The worker's own artifact (``FANYI_ARTIFACT``) when it is the job's, else the one the spec names."""
-    if settings.ARTIFACT and translator_for(settings.ARTIFACT).artifact.artifact_id == job.artifact_id:
+    if (
+        settings.ARTIFACT
+        and _loads(settings.ARTIFACT)
+        and translator_for(settings.ARTIFACT).artifact.artifact_id == job.artifact_id
+    ):
         return translator_for(settings.ARTIFACT)
-    translator = translator_for(job.spec["artifact"])
+    path = job.spec["artifact"]
+    try:
+        translator = translator_for(path)
+    except ArtifactError as err:  # missing, half-copied or altered: this worker cannot see it as it is
+        raise EnvironmentFault(str(err), {"kind": "artifact", "target": path}) from None
     if translator.artifact.artifact_id != job.artifact_id:
-        raise StorageError(
-            f"artifact at {job.spec['artifact']} is {translator.artifact.artifact_id}, the job was submitted "
-            f"for {job.artifact_id}: submit the job again for the new artifact"
+        raise ChunkFault(
+            f"the artifact at {job.spec['artifact']} is now {translator.artifact.artifact_id}, the job was submitted "
+            f"for {job.artifact_id} (artifacts are immutable: a new version goes to a new path): submit the job again"
         )
     return translator
+
+
+def _loads(path: str) -> bool:
+    try:
+        translator_for(path)
+    except ArtifactError:
+        return False
+    return True
 
 
 def _isolated(engine, options, document: tuple[str, str], deliveries: Deliveries, poisoned: set[str]):
     doc_id, text = document
     if doc_id in poisoned:
         metrics.ERRORS.labels(kind="poison").inc()
-        return DocumentResult(doc_id, "", "error", "the engine crashed or timed out on this document; it was skipped")
+        return DocumentResult(
+            doc_id, "", "error", "the engine crashed or timed out on this document twice; it was skipped"
+        )
     deliveries.suspect(doc_id)
     try:
         (result,) = engine.translate([document], options)
     except SoftTimeLimitExceeded:
-        raise  # the suspect stays recorded: the next delivery skips this document
+        raise  # the suspect stays recorded: it gets a strike
     except Exception as err:  # noqa: BLE001 - one document's failure is its own error row
         result = DocumentResult(doc_id, "", "error", f"{type(err).__name__}: {err}")
     deliveries.suspect(None)
@@ -173,36 +249,3 @@ def _row(result: DocumentResult, source: str, job: Job) -> dict[str, Any]:
     timings = result.timings or {}
     row["timings"] = {k: float(timings.get(k, 0.0)) for k in ("prepare", "translate", "total")}
     return {**row, "source": source, "artifact_id": job.artifact_id}
-
-
-class Deliveries:
-    """How many times a chunk was delivered, and the document a dead delivery was working on (Redis).
-
-    Losing this record loses nothing: the chunk is simply treated as delivered for the first time."""
-
-    def __init__(self, job_id: str, chunk: int):
-        self.key = f"fanyi:chunk:{job_id}:{chunk}"
-
-    def start(self) -> tuple[int, set[str]]:
-        try:
-            cache = metrics.cache()
-            attempt = int(cache.hincrby(self.key, "attempts", 1))
-            suspect = cache.hget(self.key, "suspect")
-            if suspect:
-                cache.sadd(self.key + ":poisoned", suspect)
-                cache.hdel(self.key, "suspect")
-            cache.expire(self.key, ATTEMPTS_TTL)
-            cache.expire(self.key + ":poisoned", ATTEMPTS_TTL)
-            return attempt, {p.decode() for p in cache.smembers(self.key + ":poisoned")}
-        except Exception as err:  # noqa: BLE001 - the cache is a convenience
-            log.warning("delivery record unavailable (%s): translating the chunk as a first delivery", err)
-            return 1, set()
-
-    def suspect(self, doc_id: str | None) -> None:
-        try:
-            if doc_id is None:
-                metrics.cache().hdel(self.key, "suspect")
-            else:
-                metrics.cache().hset(self.key, "suspect", doc_id)
-        except Exception as err:  # noqa: BLE001
-            log.warning("delivery record unavailable: %s", err)

@@ -4,8 +4,9 @@
 
 RedBeat keeps the schedule and a lock in Redis, so a second beat process waits instead of
 firing too. A run submits its spec with the output under a dated prefix (``<output>/<date>``),
-and only if no earlier run of that schedule is still going; a Redis ``SET NX`` on
-(schedule, date) makes a run at most once per date even if two messages for it arrive.
+and only if no earlier run of that schedule is still going (an earlier run that ended in any way,
+failed included, does not block it); a Redis ``SET NX`` on (schedule, date) makes a run at most
+once per date even if two messages for it arrive, and a submission that failed frees its date.
 """
 
 from __future__ import annotations
@@ -68,16 +69,27 @@ def run_schedule(spec_path: str, now: datetime | None = None) -> str | None:
     date = f"{(now or datetime.now(UTC)):%Y-%m-%d}"
     cache = metrics.cache()
     last = cache.get(LAST_KEY.format(name=spec.name))
-    if last:
-        job_id, output = last.decode().split(" ", 1)
-        if api.status(job_id, output).state == "running":
-            log.warning("schedule %s: previous run %s still running, not starting another", spec.name, job_id)
-            return None
-    if not cache.set(RUN_KEY.format(name=spec.name, date=date), "submitting", nx=True, ex=7 * 24 * 3600):
+    if last and _still_going(api, *last.decode().split(" ", 1)):
+        log.warning("schedule %s: previous run %s is still going, not starting another", spec.name, last.decode())
+        return None
+    run_key = RUN_KEY.format(name=spec.name, date=date)
+    if not cache.set(run_key, "submitting", nx=True, ex=7 * 24 * 3600):
         log.info("schedule %s already ran for %s", spec.name, date)
         return None
     dated = replace(spec, output=f"{spec.output.rstrip('/')}/{date}", schedule=None)
-    job_id = api.submit(dated)
-    cache.set(RUN_KEY.format(name=spec.name, date=date), job_id, ex=7 * 24 * 3600)
+    try:
+        job_id = api.submit(dated)
+    except Exception:
+        cache.delete(run_key)  # a submission that failed does not use up its date: the next try may run
+        raise
+    cache.set(run_key, job_id, ex=7 * 24 * 3600)
     cache.set(LAST_KEY.format(name=spec.name), f"{job_id} {dated.output}")
     return job_id
+
+
+def _still_going(api: Any, job_id: str, output: str) -> bool:
+    """Whether a run has not ended yet; one that ended in any way (failed included) does not block the next."""
+    try:
+        return not api.status(job_id, output).finished
+    except FileNotFoundError:
+        return False  # its output is gone: nothing to wait for

@@ -12,8 +12,12 @@ import pytest
 
 from tests.services import ROOT, S3_ENV, S3Server, Worker
 
-# Short limits so redelivery happens within a test: soft < hard < visibility, as settings.check() demands.
-LIMITS = {"FANYI_SOFT_TIME_LIMIT": "10", "FANYI_TIME_LIMIT": "12", "FANYI_VISIBILITY_TIMEOUT": "15"}
+# Short limits so redelivery happens within a test: soft < hard < visibility, as settings.check() demands;
+# a one-second heartbeat (a killed worker's chunk is enqueued again after three) and short retry backoff.
+LIMITS = {
+    "FANYI_SOFT_TIME_LIMIT": "10", "FANYI_TIME_LIMIT": "12", "FANYI_VISIBILITY_TIMEOUT": "15",
+    "FANYI_HEARTBEAT": "1", "FANYI_RETRY_MAX_DELAY": "2",
+}  # fmt: skip
 
 
 @pytest.fixture(scope="session")

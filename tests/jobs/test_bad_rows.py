@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tests.jobs.conftest import jobs_cli, spec
-from tests.jobs.test_reliability import output_rows, wait
+from tests.jobs.test_reliability import output_rows
 from worker.storage import open_storage
 
 
@@ -43,8 +43,17 @@ def test_bad_rows_become_error_rows_and_the_job_runs(tmp_path, services, demo_ar
     assert "6 bad rows kept as error rows" in submitted.stderr
     job_id = submitted.stdout.strip()
     workers()
-    status = wait(job_id, services)
-    assert (status["state"], status["documents"], status["errors"]) == ("succeeded", 9, 6)
+    finished = jobs_cli("wait", job_id, "--output", services["output"], "--timeout", "240", env=services["env"])
+    assert finished.returncode == 4, finished.stdout + finished.stderr  # completed with errors: the bad rows
+    status = json.loads(
+        jobs_cli("status", job_id, "--output", services["output"], "--json", env=services["env"]).stdout
+    )
+    assert (status["state"], status["documents"], status["done"], status["errors"]) == (
+        "completed_with_errors",
+        9,
+        9,
+        6,
+    )
     rows = {r["id"]: r for r in output_rows(services["output"], job_id)}
     assert {i: r["status"] for i, r in rows.items()} == expected
     assert rows["bad-utf8"]["error"] == "rows.jsonl line 4 is not UTF-8: re-encode the file"

@@ -40,6 +40,12 @@ def test_queue_depth_per_priority_then_progress_once_workers_run(tmp_path, servi
         assert metric(text, f'fanyi_job_documents_done{{job="{job_id}"}}') == 60
         assert metric(text, 'fanyi_queue_depth{priority="3",queue="translate.cpu"}') == 0
         assert metric(text, "fanyi_workers_up") == 1
+        import redis
+
+        redis.Redis.from_url(services["redis"]).flushdb()  # the cache loses every counter ...
+        text = scrape(port)  # ... and the exporter counts them again from storage
+        assert metric(text, f'fanyi_job_documents_done{{job="{job_id}"}}') == 60
+        assert metric(text, f'fanyi_job_documents{{job="{job_id}"}}') == 60
     finally:
         exporter.kill()
 

@@ -34,9 +34,10 @@ def submit(tmp_path, services, demo_artifact, count: int, **extra) -> str:
     return result.stdout.strip()
 
 
-def wait(job_id: str, services, timeout: float = 240) -> dict:
+def wait(job_id: str, services, timeout: float = 240, exit_code: int = 0) -> dict:
+    """``jobs wait`` until the job ends (exit 0: succeeded; 4: completed with errors), then its status."""
     result = jobs_cli("wait", job_id, "--output", services["output"], "--timeout", str(timeout), env=services["env"])
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == exit_code, result.stdout + result.stderr
     status = jobs_cli("status", job_id, "--output", services["output"], "--json", env=services["env"])
     return json.loads(status.stdout)
 
@@ -116,11 +117,11 @@ def test_a_poison_document_becomes_an_error_row_and_its_chunk_is_translated(tmp_
     )
     job_id = jobs_cli("submit", str(path), env=services["env"]).stdout.strip()
     workers(concurrency=2, app="tests.jobs.poison_app")
-    wait(job_id, services)
+    assert wait(job_id, services, exit_code=4)["state"] == "completed_with_errors"
     rows = {r["id"]: r for r in output_rows(services["output"], job_id)}
     assert_each_id_once(list(rows.values()), 40)
     assert {i for i, r in rows.items() if r["status"] == "error"} == {"doc-00005", "doc-00027"}
-    assert "crashed or timed out" in rows["doc-00005"]["error"]
+    assert "crashed or timed out on this document twice" in rows["doc-00005"]["error"]
     assert rows["doc-00006"]["translation"] == "汤姆有8个苹果。"
 
 

@@ -49,3 +49,25 @@ def test_a_run_writes_under_its_date_and_never_overlaps_the_previous_one(tmp_pat
     api.cancel(first, str(tmp_path / "out" / "2026-12-02"))  # no longer running
     second = run_schedule(str(path), now=night.replace(day=3))
     assert second and (tmp_path / "out" / "2026-12-03" / second / "job.json").exists()
+
+
+def test_a_night_after_a_failed_run_starts_and_a_failed_submission_can_try_again(
+    tmp_path, services, demo_artifact, producer, workers
+):
+    from jobs import api
+    from jobs.schedules import run_schedule
+    from jobs.spec import SpecError
+
+    rows = tmp_path / "in.jsonl"
+    path = spec(tmp_path / "nightly.json", inputs=[str(rows)], output=str(tmp_path / "out"), artifact=demo_artifact,
+                schedule="0 2 * * *")  # fmt: skip
+    night = datetime(2026, 12, 2, 2, 0, tzinfo=UTC)
+    with pytest.raises(SpecError, match="matches no file"):
+        run_schedule(str(path), now=night)  # the input is not there yet: this try fails ...
+    rows.write_text('{"id": "a", "text": null}\n{"id": "b", "text": 7}\n')  # ... and every row of it is bad
+    first = run_schedule(str(path), now=night)  # ... the same night may try again
+    assert first
+    workers()
+    ended = api.wait(first, str(tmp_path / "out" / "2026-12-02"), timeout=120)
+    assert ended.state == "failed"  # every row an error: not "succeeded"
+    assert run_schedule(str(path), now=night.replace(day=3))  # a failed run does not block the next night

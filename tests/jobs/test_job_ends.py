@@ -1,0 +1,186 @@
+"""Every job ends, in a terminal state with reasons, whatever fails: real Redis, moto's S3 server, real
+worker processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import redis
+
+from tests.faulty_proxy import FaultyProxy
+from tests.jobs.conftest import corpus, jobs_cli, spec
+from tests.jobs.test_reliability import assert_each_id_once, output_rows, submit, wait
+from tests.services import ROOT, RedisServer, wait_for
+from tests.tcp_cutter import TcpCutter
+from worker.job import input_key, part_key
+from worker.storage import open_storage
+
+
+def health(worker) -> dict:
+    return json.loads(worker.health_file.read_text()) if worker.health_file.exists() else {"healthy": True}
+
+
+def test_a_chunk_whose_input_is_damaged_ends_as_error_rows_and_wait_says_which(
+    tmp_path, services, demo_artifact, workers
+):
+    job_id = submit(tmp_path, services, demo_artifact, 60)  # 3 chunks of 20
+    open_storage(services["output"]).put(input_key(job_id, 1), b"PAR1 this is no Parquet file any more")
+    workers()
+    result = jobs_cli("wait", job_id, "--output", services["output"], "--timeout", "240", env=services["env"])
+    assert result.returncode == 4, result.stdout + result.stderr  # completed with errors
+    assert "completed_with_errors" in result.stdout and "chunk 1 failed" in result.stdout
+    assert "resume" in result.stdout and "--retry-failed" in result.stdout
+    rows = output_rows(services["output"], job_id)
+    assert_each_id_once(rows, 60)
+    errors = {r["id"]: r["error"] for r in rows if r["status"] == "error"}
+    assert set(errors) == {f"doc-{n:05d}" for n in range(20, 40)}
+    assert all("chunk 1 could not be translated" in e and "unreadable" in e for e in errors.values())
+
+
+def test_a_worker_without_its_artifact_takes_no_chunk_and_says_so(tmp_path, services, demo_artifact, workers):
+    bad = workers(FANYI_ARTIFACT=str(tmp_path / "no-such-artifact"))
+    wait_for(lambda: not health(bad)["healthy"], 30, "the worker to find its artifact missing")
+    probe = subprocess.run([sys.executable, "-m", "worker.health"], env={"FANYI_HEALTH_FILE": str(bad.health_file)},
+                           capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert probe.returncode == 1 and "no-such-artifact" in probe.stdout
+    workers()
+    job_id = submit(tmp_path, services, demo_artifact, 100)
+    assert wait(job_id, services)["state"] == "succeeded"
+    assert_each_id_once(output_rows(services["output"], job_id), 100)
+    assert "translate_chunk[" not in bad.log.read_text()  # it received none
+
+
+def test_a_worker_whose_storage_refuses_it_puts_its_chunk_back_and_stops(
+    tmp_path, services, demo_artifact, workers, s3_server
+):
+    with FaultyProxy(s3_server.port, refuse=lambda method, path: (403, "InvalidAccessKeyId")) as proxy:
+        bad = workers(FANYI_S3_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}")
+        job_id = submit(tmp_path, services, demo_artifact, 100)  # 5 chunks
+        wait_for(lambda: not health(bad)["healthy"], 60, "the worker to meet the refusal")
+        good = workers()
+        status = wait(job_id, services)
+    assert status["state"] == "succeeded" and status["errors"] == 0
+    assert_each_id_once(output_rows(services["output"], job_id), 100)
+    assert "InvalidAccessKeyId" in health(bad)["reason"]
+    assert bad.log.read_text().count("translate_chunk[") <= 2 and good.log.read_text().count("succeeded in") >= 4
+
+
+def test_storage_refusing_part_writes_for_a_while_turns_no_document_into_an_error(
+    tmp_path, services, demo_artifact, workers, s3_server
+):
+    until = time.monotonic() + 20
+    refuse = lambda method, path: (
+        (503, "ServiceUnavailable") if method == "PUT" and "/parts/" in path and time.monotonic() < until else None
+    )  # noqa: E501, E731
+    with FaultyProxy(s3_server.port, refuse=refuse) as proxy:
+        workers(FANYI_S3_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}", FANYI_S3_RETRIES="2")
+        job_id = submit(tmp_path, services, demo_artifact, 60)
+        status = wait(job_id, services)
+    assert proxy.refused >= 3  # the part writes were refused, and retried, for 20 s
+    assert status["state"] == "succeeded" and status["errors"] == 0
+    rows = output_rows(services["output"], job_id)
+    assert_each_id_once(rows, 60) and all(r["status"] == "ok" for r in rows)
+
+
+def test_a_killed_workers_chunk_is_back_in_seconds_and_no_document_is_poison(
+    tmp_path, services, demo_artifact, workers
+):
+    victim = workers()
+    workers()
+    job_id = submit(tmp_path, services, demo_artifact, 200, chunk_documents=50)  # 4 chunks of a few seconds
+    cache = redis.Redis.from_url(services["redis"])
+    running = lambda: [f.decode() for f, v in cache.hgetall("fanyi:running").items() if victim.name in v.decode()]  # noqa: E731
+    fields = wait_for(running, 60, "the victim to start a chunk")
+    chunk = int(fields[0].rsplit("|", 1)[1])
+    victim.kill()  # SIGKILL, main process and pool: a node drain
+    killed = time.monotonic()
+    storage = open_storage(services["output"])
+    wait_for(lambda: storage.exists(part_key(job_id, chunk)), 90, "the chunk to be done by the other worker")
+    back_in = time.monotonic() - killed
+    status = wait(job_id, services)
+    rows = output_rows(services["output"], job_id)
+    assert status["state"] == "succeeded" and all(r["status"] == "ok" for r in rows)
+    assert_each_id_once(rows, 200)
+    assert back_in < 30, f"the chunk took {back_in:.0f} s to come back"
+
+
+def test_submit_with_the_broker_down_says_so_in_one_line_with_the_job_id(tmp_path, services, demo_artifact):
+    down = RedisServer()  # never started: nothing listens on its port
+    env = {**services["env"], "FANYI_BROKER_URL": down.url}
+    path = spec(tmp_path / "spec.json", inputs=[str(corpus(tmp_path / "in.jsonl", 5))], output=services["output"],
+                artifact=demo_artifact)  # fmt: skip
+    result = jobs_cli("submit", str(path), env=env)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    job_id = result.stdout.splitlines()[0]
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert job_id in line and "broker" in line and "cannot be reached" in line
+    assert open_storage(services["output"]).list("") == []  # nothing written: nothing to strand
+
+
+def test_a_broker_lost_during_submit_leaves_a_job_that_resume_completes(tmp_path, services, demo_artifact, workers):
+    broker = RedisServer().start()
+    try:
+        with TcpCutter(broker.port, cut_after_pushes=30) as cutter:
+            env = {**services["env"], "FANYI_BROKER_URL": f"redis://127.0.0.1:{cutter.port}/0"}
+            path = spec(tmp_path / "spec.json", inputs=[str(corpus(tmp_path / "in.jsonl", 120))],
+                        output=services["output"], artifact=demo_artifact, chunk_documents=2)  # fmt: skip
+            result = jobs_cli("submit", str(path), env=env)
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        job_id = result.stdout.splitlines()[0]
+        assert f"job {job_id} is submitting" in result.stderr and f"jobs resume {job_id}" in result.stderr
+        env = {**services["env"], "FANYI_BROKER_URL": broker.url}
+        status = jobs_cli("status", job_id, "--output", services["output"], "--json", env=env)
+        assert json.loads(status.stdout)["state"] == "submitting"
+        workers(FANYI_BROKER_URL=broker.url)
+        assert jobs_cli("resume", job_id, "--output", services["output"], env=env).returncode == 0
+        finished = jobs_cli("wait", job_id, "--output", services["output"], "--timeout", "240", env=env)
+        assert finished.returncode == 0, finished.stdout + finished.stderr
+        assert_each_id_once(output_rows(services["output"], job_id), 120)
+    finally:
+        broker.stop()
+
+
+def test_a_flushed_and_restarted_cache_does_not_keep_a_job_from_ending(tmp_path, services, demo_artifact, workers):
+    cache = RedisServer().start()  # the cache apart from the broker, as FANYI_CACHE_URL allows
+    try:
+        env = {"FANYI_CACHE_URL": cache.url}
+        services = {**services, "env": {**services["env"], **env}}
+        workers(**env)
+        job_id = submit(tmp_path, services, demo_artifact, 200)  # 10 chunks
+        storage = open_storage(services["output"])
+        wait_for(lambda: storage.exists(part_key(job_id, 1)), 120, "two parts")
+        redis.Redis.from_url(cache.url).flushall()
+        wait_for(lambda: storage.exists(part_key(job_id, 4)), 120, "more parts")
+        cache.restart(down_seconds=3)  # a blip
+        wait_for(lambda: storage.exists(f"{job_id}/_SUCCESS"), 180, "the job to end with nobody asking")
+        summary = json.loads(storage.read(f"{job_id}/_SUCCESS"))
+        assert summary["state"] == "succeeded" and summary["documents"] == 200
+    finally:
+        cache.stop()
+
+
+def test_cancel_reports_what_was_really_written(tmp_path, services, demo_artifact, workers):
+    workers()
+    job_id = submit(tmp_path, services, demo_artifact, 200, chunk_documents=20)
+    storage = open_storage(services["output"])
+    wait_for(lambda: storage.exists(part_key(job_id, 0)), 120, "a first part")
+    assert jobs_cli("cancel", job_id, "--output", services["output"], env=services["env"]).returncode == 0
+    result = jobs_cli("wait", job_id, "--output", services["output"], "--timeout", "120", env=services["env"])
+    assert result.returncode == 6  # cancelled
+    time.sleep(3)  # anything still running would have written by now
+    written = len(output_rows(services["output"], job_id))
+    assert f"{written:,} of 200 documents written" in result.stdout
+
+
+def test_relative_paths_in_a_spec_are_made_absolute(tmp_path, services, demo_artifact) -> None:
+    (tmp_path / "specs").mkdir()
+    corpus(tmp_path / "in.jsonl", 3)
+    body = {"name": "rel", "inputs": ["../in.jsonl"], "output": "../out", "artifact": str(demo_artifact)}
+    (tmp_path / "specs" / "rel.json").write_text(json.dumps(body))
+    result = jobs_cli("submit", str(tmp_path / "specs" / "rel.json"), env=services["env"])
+    assert result.returncode == 0, result.stderr
+    job = json.loads((tmp_path / "out" / result.stdout.splitlines()[0] / "job.json").read_text())
+    assert job["spec"]["inputs"] == [str(tmp_path / "in.jsonl")] and job["spec"]["output"] == str(tmp_path / "out")

@@ -1,0 +1,77 @@
+"""What went wrong with a chunk, in one place: whose fault it is decides what happens to the chunk.
+
+* ``TRANSIENT``: storage or the broker answered 5xx, throttled, timed out or dropped the connection.
+  The chunk is retried with capped, jittered backoff; no document ever becomes an error row for it.
+* ``ENVIRONMENT``: this worker cannot do any chunk (its artifact is missing or fails verification,
+  storage refuses its credentials, its disk is full or read-only). The chunk goes back to the queue
+  for a healthy worker, and this one marks itself unhealthy and stops taking chunks until the fault
+  clears (``worker.health``).
+* ``CHUNK``: the chunk itself cannot be done (its input is gone or unreadable, the job names an
+  artifact that was replaced): its documents are written as error rows with the reason, so the job
+  ends.
+"""
+
+from __future__ import annotations
+
+import errno
+from enum import Enum
+
+from worker.artifact import ArtifactError
+
+
+class Fault(Enum):
+    TRANSIENT = "transient"
+    ENVIRONMENT = "environment"
+    CHUNK = "chunk"
+
+
+class ChunkFault(Exception):
+    """The chunk cannot be done; the message says why and what to do."""
+
+
+class EnvironmentFault(Exception):
+    """This worker cannot do chunks until something about it is fixed; the message says what, and
+    ``check`` how to tell it is fixed (``worker.health``)."""
+
+    def __init__(self, message: str, check: dict[str, str]):
+        super().__init__(message)
+        self.check = check
+
+
+# S3 error codes that mean "these credentials or this bucket", not "this request, now".
+_REFUSED = {
+    "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+    "AllAccessDisabled", "NoSuchBucket", "AuthorizationHeaderMalformed", "403", "401",
+}  # fmt: skip
+_TRANSIENT_CODES = {"SlowDown", "RequestTimeout", "RequestTimeTooSkewed", "InternalError", "ServiceUnavailable", "503"}
+_DISK = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES}
+
+
+def classify(err: BaseException) -> Fault:
+    """Whose fault ``err`` is (see the module's docstring)."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    if isinstance(err, ChunkFault):
+        return Fault.CHUNK
+    if isinstance(err, EnvironmentFault | ArtifactError | NoCredentialsError | PartialCredentialsError):
+        return Fault.ENVIRONMENT
+    if isinstance(err, ClientError):
+        return _client_error(err)
+    if isinstance(err, BotoCoreError | RedisConnectionError | RedisTimeoutError | ConnectionError | TimeoutError):
+        return Fault.TRANSIENT
+    if isinstance(err, OSError) and err.errno in _DISK:
+        return Fault.ENVIRONMENT
+    return Fault.CHUNK
+
+
+def _client_error(err: BaseException) -> Fault:
+    response = getattr(err, "response", {}) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    if code in _REFUSED or status in (401, 403):
+        return Fault.ENVIRONMENT
+    if code in _TRANSIENT_CODES or status >= 500 or status == 429:
+        return Fault.TRANSIENT
+    return Fault.CHUNK
