@@ -194,15 +194,17 @@ class BartLayers(nn.Module):
         return (self.decoder.layer_norm(h) if self.pre_norm else h), present
 
 
-class MarianPositions(nn.Module):
-    """Marian: a sinusoidal table indexed by absolute position, padding ignored."""
+class TablePositions(nn.Module):
+    """A table indexed by absolute position (plus a fixed ``offset``; mBART's is 2), padding ignored:
+    Marian's sinusoidal table, mBART's learned ones."""
 
-    def __init__(self, table: torch.Tensor):
+    def __init__(self, table: torch.Tensor, offset: int = 0):
         super().__init__()
         self.table = nn.Parameter(table.detach().clone(), requires_grad=False)
+        self.offset = offset
 
     def __call__(self, ids: torch.Tensor, past: int | torch.Tensor = 0) -> torch.Tensor:
-        positions = torch.arange(ids.shape[1]) + past
+        positions = torch.arange(ids.shape[1]) + past + self.offset
         return self.table[positions][None]
 
 
@@ -218,19 +220,6 @@ class M2M100Positions(nn.Module):
         mask = (ids != self.padding_idx).to(torch.int64)
         positions = (torch.cumsum(mask, dim=1) + past) * mask + self.padding_idx
         return self.table[positions]
-
-
-class LearnedPositions(nn.Module):
-    """mBART: a learned table indexed by absolute position plus a fixed offset (2)."""
-
-    def __init__(self, table: torch.Tensor, offset: int):
-        super().__init__()
-        self.table = nn.Parameter(table.detach().clone(), requires_grad=False)
-        self.offset = offset
-
-    def __call__(self, ids: torch.Tensor, past: int | torch.Tensor = 0) -> torch.Tensor:
-        positions = torch.arange(ids.shape[1]) + past + self.offset
-        return self.table[positions][None]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -369,7 +358,7 @@ def marian_parts(model: nn.Module) -> GraphParts:
     tokens = TokenTable(
         embed, model.lm_head.weight, math.sqrt(c.d_model) if c.scale_embedding else 1.0, model.final_logits_bias
     )
-    positions = MarianPositions(model.get_decoder().embed_positions.weight)
+    positions = TablePositions(model.get_decoder().embed_positions.weight)
     return GraphParts(tokens, positions, BartLayers(model, pre_norm=False), 1.0)
 
 
@@ -392,7 +381,7 @@ def mbart_parts(model: nn.Module) -> GraphParts:
         math.sqrt(c.d_model) if c.scale_embedding else 1.0,
         model.final_logits_bias,
     )
-    learned = lambda side: LearnedPositions(side.embed_positions.weight, side.embed_positions.offset)  # noqa: E731
+    learned = lambda side: TablePositions(side.embed_positions.weight, side.embed_positions.offset)  # noqa: E731
     layers = BartLayers(model, pre_norm=True)
     return GraphParts(tokens, learned(decoder), layers, 1.0, source_positions=learned(model.get_encoder()))
 
