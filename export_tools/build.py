@@ -26,6 +26,7 @@ from export_tools.architectures import Architecture, ExportError
 from export_tools.export import OPSET, export_fp32, layer_shape, reorder_graph
 from export_tools.weights import save_shared
 from worker.artifact import ARTIFACT_FORMAT, MANIFEST, file_entries, sha256_file
+from worker.storage import UMASK
 
 PRECISIONS = ("fp32", "int8", "fp16")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -220,6 +221,7 @@ def build(
             verify(source, tmp)
         if out.exists():
             shutil.rmtree(out)
+        tmp.chmod(0o777 & ~UMASK)  # mkdtemp makes it private (0700): workers may run as other users
         tmp.rename(out)
         say(f"artifact {manifest['artifact_id']} written to {out}")
         return manifest

@@ -32,6 +32,8 @@ app.conf.update(
     task_reject_on_worker_lost=True,
     task_acks_on_failure_or_timeout=True,  # the task classifies its own faults (worker.faults): none is dropped
     worker_prefetch_multiplier=1,
+    worker_concurrency=settings.worker_processes(),  # `--concurrency` overrides; FANYI_CONCURRENCY or the cores
+
     worker_cancel_long_running_tasks_on_connection_loss=True,  # its redelivery would otherwise run twice
     broker_connection_retry_on_startup=True,
     broker_connection_max_retries=None,  # a restarted Redis is waited for, forever

@@ -1,13 +1,16 @@
 """A job in storage: its manifest, chunk inputs, result parts and markers. Storage is the system of record.
 
-    <output>/<job id>/job.json                     the manifest: spec, artifact id, chunk sizes
-    <output>/<job id>/inputs/chunk-00017.parquet   the documents of chunk 17 (id, text, error)
-    <output>/<job id>/inputs/ids.parquet           every document's id and chunk (for a chunk lost later)
-    <output>/<job id>/_ENQUEUED                    every chunk was enqueued once: the job is running
-    <output>/<job id>/parts/part-00017.parquet     their results, one row per document, written once
-    <output>/<job id>/failures/chunk-00017.json    why chunk 17 could not be done (its part holds error rows)
-    <output>/<job id>/_SUCCESS                     written once, when every part exists: the job's end
-    <output>/<job id>/_CANCELLED                   present while the job is cancelled
+    <output>/<job id>/_job.json                     the manifest: spec, artifact id, chunk sizes
+    <output>/<job id>/_inputs/chunk-00017.parquet   the documents of chunk 17 (id, text, error)
+    <output>/<job id>/_inputs/ids.parquet           every document's id and chunk (for a chunk lost later)
+    <output>/<job id>/_ENQUEUED                     every chunk was enqueued once: the job is running
+    <output>/<job id>/parts/part-00017.parquet      their results, one row per document, written once
+    <output>/<job id>/_failures/chunk-00017.json    why chunk 17 could not be done (its part holds error rows)
+    <output>/<job id>/_SUCCESS                      written once, when every part exists: the job's end
+    <output>/<job id>/_CANCELLED                    present while the job is cancelled
+
+Everything but the parts starts with ``_``, which dataset readers skip (pyarrow, Spark, polars and
+duckdb globs over ``parts/``): ``pyarrow.dataset.dataset("<output>/<job id>")`` reads the results only.
 
 A job's state comes from these alone: ``submitting`` (no ``_ENQUEUED`` yet: enqueueing broke off,
 ``jobs resume`` completes it), ``running``, ``cancelled``, and at the end (``_SUCCESS``)
@@ -32,7 +35,10 @@ from typing import Any
 from worker.storage import Storage, StorageError
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-ROW_FIELDS = ("id", "source", "translation", "status", "error", "flags", "sentences", "artifact_id", "timings")
+MANIFEST = "_job.json"
+ROW_FIELDS = (
+    "job_id", "id", "source", "translation", "status", "error", "flags", "sentences", "artifact_id", "timings",
+)  # fmt: skip
 
 
 def check_job_id(job_id: str) -> str:
@@ -63,7 +69,7 @@ class Job:
 
 
 def input_key(job_id: str, chunk: int) -> str:
-    return f"{check_job_id(job_id)}/inputs/chunk-{chunk:05d}.parquet"
+    return f"{check_job_id(job_id)}/_inputs/chunk-{chunk:05d}.parquet"
 
 
 def part_key(job_id: str, chunk: int) -> str:
@@ -71,11 +77,11 @@ def part_key(job_id: str, chunk: int) -> str:
 
 
 def failure_key(job_id: str, chunk: int) -> str:
-    return f"{check_job_id(job_id)}/failures/chunk-{chunk:05d}.json"
+    return f"{check_job_id(job_id)}/_failures/chunk-{chunk:05d}.json"
 
 
 def ids_key(job_id: str) -> str:
-    return f"{check_job_id(job_id)}/inputs/ids.parquet"
+    return f"{check_job_id(job_id)}/_inputs/ids.parquet"
 
 
 TERMINAL = ("succeeded", "completed_with_errors", "failed", "cancelled")
@@ -93,7 +99,7 @@ def job_state(storage: Storage, job: Job, summary: dict[str, Any] | None) -> str
 def failures(storage: Storage, job: Job) -> dict[int, str]:
     """Chunk -> why it could not be done."""
     found = {}
-    for key in storage.list(f"{job.id}/failures"):
+    for key in storage.list(f"{job.id}/_failures"):
         if key.endswith(".json"):
             found[int(key.rsplit("-", 1)[1].split(".")[0])] = json.loads(storage.read(key))["reason"]
     return found
@@ -120,8 +126,9 @@ def write_failed_chunk(storage: Storage, job: Job, chunk: int, reason: str) -> l
     """The chunk's documents as error rows with ``reason``, and why it failed, for ``jobs status``;
     created once like any part. Returns the rows (empty if a part already existed)."""
     rows = [
-        {"id": doc_id, "source": "", "translation": "", "status": "error", "error": reason, "flags": ["chunk_failed"],
-         "sentences": [], "artifact_id": job.artifact_id, "timings": {"prepare": 0.0, "translate": 0.0, "total": 0.0}}
+        {"job_id": job.id, "id": doc_id, "source": "", "translation": "", "status": "error", "error": reason,
+         "flags": ["chunk_failed"], "sentences": [], "artifact_id": job.artifact_id,
+         "timings": {"prepare": 0.0, "translate": 0.0, "total": 0.0}}
         for doc_id in chunk_ids(storage, job, chunk)
     ]  # fmt: skip
     storage.put(failure_key(job.id, chunk), json.dumps({"reason": reason, "time": time.time()}).encode())
@@ -129,19 +136,19 @@ def write_failed_chunk(storage: Storage, job: Job, chunk: int, reason: str) -> l
 
 
 def write_job(storage: Storage, job: Job) -> None:
-    if not storage.create(job.key("job.json"), json.dumps(asdict(job), indent=1).encode()):
+    if not storage.create(job.key(MANIFEST), json.dumps(asdict(job), indent=1).encode()):
         raise StorageError(f"job {job.id} already exists under {storage.uri}")
 
 
 def read_job(storage: Storage, job_id: str) -> Job:
     try:
-        return Job(**json.loads(storage.read(f"{check_job_id(job_id)}/job.json")))
+        return Job(**json.loads(storage.read(f"{check_job_id(job_id)}/{MANIFEST}")))
     except FileNotFoundError:
         raise FileNotFoundError(f"no job {job_id!r} under {storage.uri} (is the output prefix right?)") from None
 
 
 def list_jobs(storage: Storage) -> list[str]:
-    return [k.split("/")[0] for k in storage.list("") if k.count("/") == 1 and k.endswith("/job.json")]
+    return [k.split("/")[0] for k in storage.list("") if k.count("/") == 1 and k.endswith(f"/{MANIFEST}")]
 
 
 def done_chunks(storage: Storage, job: Job) -> set[int]:
@@ -195,6 +202,7 @@ def encode_rows(rows: Sequence[dict[str, Any]]) -> bytes:
 
     schema = pa.schema(
         [
+            ("job_id", pa.string()),
             ("id", pa.string()),
             ("source", pa.string()),
             ("translation", pa.string()),

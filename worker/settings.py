@@ -28,8 +28,13 @@ PRECISION = _env("FANYI_PRECISION")  # default: int8 on cpu, fp16/fp32 on cuda (
 THREADS = int(_env("FANYI_THREADS", "1"))  # ONNX Runtime threads per worker process (processes x threads = cores)
 SESSIONS = int(_env("FANYI_SESSIONS", "1"))  # session pairs per worker process
 METRICS_PORT = int(_env("FANYI_METRICS_PORT", "0"))  # worker's Prometheus port; 0 = none
+CONCURRENCY = int(_env("FANYI_CONCURRENCY", "0"))  # worker processes; 0 = the cores this container may use / threads
 OUTPUT = _env("FANYI_OUTPUT")  # default output prefix of the jobs CLI (status, list, resume)
 MAX_DOCUMENT_CHARS = int(_env("FANYI_MAX_DOCUMENT_CHARS", "1000000"))  # longer documents are refused at submit
+S3_RETRIES = int(_env("FANYI_S3_RETRIES", "8"))  # attempts per S3 request, with backoff between them
+S3_TIMEOUT = float(_env("FANYI_S3_TIMEOUT", "20"))  # seconds to connect to S3 and to read an answer
+SCHEDULES = _env("FANYI_SCHEDULES")  # folder of scheduled job specs that beat runs; unset = none
+JOB_METRICS_RETENTION = float(_env("FANYI_JOB_METRICS_RETENTION", "86400"))  # seconds an ended job stays exported
 PRIORITY_STEPS = list(range(10))  # 0 = first; Redis keeps one list per step: "<queue>", "<queue>:1", ...
 QUEUES = ("translate.cpu", "translate.gpu")
 
@@ -42,6 +47,28 @@ def check() -> None:
         )
     if not BROKER_URL.startswith(("redis://", "rediss://")):
         raise ValueError(f"FANYI_BROKER_URL must be redis:// or rediss://, got {redact(BROKER_URL)}")
+
+
+def s3_endpoint_url() -> str | None:
+    """Read at each use (tests and ``jobs demo`` point it at their own server after import)."""
+    return _env("FANYI_S3_ENDPOINT_URL") or None  # MinIO or another S3-compatible store; unset for AWS
+
+
+def worker_processes() -> int:
+    """``FANYI_CONCURRENCY``, or as many processes of ``FANYI_THREADS`` threads as this container has
+    cores: its CPU quota (cgroup v2 ``cpu.max``) and affinity, not the node's count of CPUs."""
+    if CONCURRENCY:
+        return CONCURRENCY
+    return max(1, available_cores() // THREADS)
+
+
+def available_cores() -> int:
+    cores = len(os.sched_getaffinity(0))
+    try:
+        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()
+    except (OSError, ValueError):
+        return cores
+    return cores if quota == "max" else max(1, min(cores, -(-int(quota) // int(period))))
 
 
 def redact(url: str) -> str:

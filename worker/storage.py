@@ -22,14 +22,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-S3_RETRIES = int(os.environ.get("FANYI_S3_RETRIES", "8"))  # attempts per request, backoff between them
-S3_TIMEOUT = float(os.environ.get("FANYI_S3_TIMEOUT", "20"))  # seconds to connect and to read
+from worker import settings
+
 MULTIPART_BYTES = 64 * 2**20  # objects above this go up in parts (boto3's transfer manager)
 _BAD_KEY = re.compile(r"(^|/)\.\.?(/|$)|^/|\\|[\x00-\x1f\x7f]")
 
 
 class StorageError(Exception):
     """A URI or key that cannot be used; the message says why."""
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+UMASK = _umask()
+# What a file created plainly gets under the umask (0644 under the usual 022): results are for other
+# people and programs, not private like ``mkstemp``'s 0600.
+READABLE = 0o666 & ~UMASK
 
 
 def check_key(key: str) -> str:
@@ -97,6 +109,7 @@ class LocalStorage:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
+            os.chmod(tmp, READABLE)
             os.link(tmp, path)
             return True
         except FileExistsError:
@@ -110,6 +123,7 @@ class LocalStorage:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, READABLE)
         os.replace(tmp, path)
 
     def exists(self, key: str) -> bool:
@@ -202,8 +216,7 @@ def s3_client() -> Any:
     """The process's boto3 S3 client for the current endpoint, reused so its connections are kept alive.
 
     One per process id: a client's connection pool must never cross a fork (Celery prefork)."""
-    endpoint = os.environ.get("FANYI_S3_ENDPOINT_URL")  # MinIO or another S3-compatible store; unset for AWS
-    return _s3_client(endpoint, os.environ.get("AWS_ACCESS_KEY_ID"), os.getpid())
+    return _s3_client(settings.s3_endpoint_url(), os.environ.get("AWS_ACCESS_KEY_ID"), os.getpid())
 
 
 @functools.lru_cache(maxsize=8)
@@ -214,9 +227,9 @@ def _s3_client(endpoint: str | None, access_key_id: str | None, pid: int) -> Any
     from botocore.config import Config
 
     config = Config(
-        retries={"max_attempts": S3_RETRIES, "mode": "standard"},
-        connect_timeout=S3_TIMEOUT,
-        read_timeout=S3_TIMEOUT,
+        retries={"max_attempts": settings.S3_RETRIES, "mode": "standard"},
+        connect_timeout=settings.S3_TIMEOUT,
+        read_timeout=settings.S3_TIMEOUT,
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
         s3={"addressing_style": "path"} if endpoint else {},

@@ -248,4 +248,4 @@ def _row(result: DocumentResult, source: str, job: Job) -> dict[str, Any]:
     ]  # fmt: skip
     timings = result.timings or {}
     row["timings"] = {k: float(timings.get(k, 0.0)) for k in ("prepare", "translate", "total")}
-    return {**row, "source": source, "artifact_id": job.artifact_id}
+    return {**row, "job_id": job.id, "source": source, "artifact_id": job.artifact_id}

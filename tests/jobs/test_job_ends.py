@@ -182,5 +182,5 @@ def test_relative_paths_in_a_spec_are_made_absolute(tmp_path, services, demo_art
     (tmp_path / "specs" / "rel.json").write_text(json.dumps(body))
     result = jobs_cli("submit", str(tmp_path / "specs" / "rel.json"), env=services["env"])
     assert result.returncode == 0, result.stderr
-    job = json.loads((tmp_path / "out" / result.stdout.splitlines()[0] / "job.json").read_text())
+    job = json.loads((tmp_path / "out" / result.stdout.splitlines()[0] / "_job.json").read_text())
     assert job["spec"]["inputs"] == [str(tmp_path / "in.jsonl")] and job["spec"]["output"] == str(tmp_path / "out")

@@ -10,6 +10,8 @@ import pytest
 from tests.jobs.conftest import corpus, spec
 from tests.jobs.test_submit import queued
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 @pytest.fixture
 def producer(services, monkeypatch):
@@ -23,13 +25,19 @@ def producer(services, monkeypatch):
     metrics.cache.cache_clear()
 
 
-def test_the_shipped_schedules_become_beat_entries() -> None:
+def test_nothing_is_scheduled_unless_a_folder_is_named_and_the_demo_schedule_loads_from_its_own() -> None:
     from jobs.schedules import beat_schedule
+    from jobs.spec import SpecError, load_spec
 
-    entries = beat_schedule()
+    assert beat_schedule() == {} and beat_schedule(None) == {}
+    entries = beat_schedule(str(ROOT / "examples" / "schedules"))
     entry = entries["fanyi.schedule.nightly-demo"]
     assert entry["task"] == "fanyi.run_schedule" and Path(entry["args"][0]).name == "nightly-demo.yaml"
     assert entry["schedule"].hour == {2} and entry["schedule"].minute == {0}
+    demo = load_spec(entry["args"][0])
+    assert Path(demo.inputs[0]) == ROOT / "examples" / "corpus.jsonl" and Path(demo.artifact) == ROOT / "artifacts/demo"
+    with pytest.raises(SpecError, match="not a folder"):
+        beat_schedule(str(ROOT / "no-such-folder"))
 
 
 def test_a_run_writes_under_its_date_and_never_overlaps_the_previous_one(tmp_path, services, demo_artifact, producer):
@@ -42,13 +50,13 @@ def test_a_run_writes_under_its_date_and_never_overlaps_the_previous_one(tmp_pat
     )  # fmt: skip
     night = datetime(2026, 12, 2, 2, 0, tzinfo=UTC)
     first = run_schedule(str(path), now=night)
-    assert first and (tmp_path / "out" / "2026-12-02" / first / "job.json").exists()
+    assert first and (tmp_path / "out" / "2026-12-02" / first / "_job.json").exists()
     assert run_schedule(str(path), now=night) is None  # the same night again: once per date
     assert run_schedule(str(path), now=night.replace(day=3)) is None  # the previous run is still running
     assert queued(services["redis"]) == 1
     api.cancel(first, str(tmp_path / "out" / "2026-12-02"))  # no longer running
     second = run_schedule(str(path), now=night.replace(day=3))
-    assert second and (tmp_path / "out" / "2026-12-03" / second / "job.json").exists()
+    assert second and (tmp_path / "out" / "2026-12-03" / second / "_job.json").exists()
 
 
 def test_a_night_after_a_failed_run_starts_and_a_failed_submission_can_try_again(

@@ -1,6 +1,8 @@
-"""Nightly jobs: specs with a ``schedule`` (cron, UTC) under this folder, run by Celery beat.
+"""Nightly jobs: specs with a ``schedule`` (cron, UTC) in the folder ``FANYI_SCHEDULES`` names, run by Celery beat.
 
-    celery -A worker.app beat -S jobs.schedules.SpecScheduler
+    FANYI_SCHEDULES=/etc/fanyi/schedules celery -A worker.app beat -S jobs.schedules.SpecScheduler
+
+Nothing is scheduled unless the operator names a folder (``examples/schedules/`` holds the demo's).
 
 RedBeat keeps the schedule and a lock in Redis, so a second beat process waits instead of
 firing too. A run submits its spec with the output under a dated prefix (``<output>/<date>``),
@@ -12,7 +14,6 @@ once per date even if two messages for it arrive, and a submission that failed f
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,14 +22,16 @@ from typing import Any
 from redbeat import RedBeatScheduler
 
 from jobs.spec import JobSpec, SpecError, load_spec
+from worker import settings
 
 log = logging.getLogger(__name__)
-FOLDER = Path(os.environ.get("FANYI_SCHEDULES", Path(__file__).parent))  # where scheduled specs live
 RUN_KEY = "fanyi:schedule:{name}:{date}"  # Redis: the job id a run submitted (kept 7 days)
 LAST_KEY = "fanyi:schedule:{name}:last"  # Redis: "<job id> <output>" of the latest run
 
 
-def scheduled_specs(folder: Path = FOLDER) -> list[tuple[Path, JobSpec]]:
+def scheduled_specs(folder: Path) -> list[tuple[Path, JobSpec]]:
+    if not folder.is_dir():
+        raise SpecError(f"FANYI_SCHEDULES={folder} is not a folder: name the folder of scheduled specs, or unset it")
     specs = [(path, load_spec(path)) for path in sorted(folder.glob("*.yaml"))]
     missing = [str(path) for path, spec in specs if not spec.schedule]
     if missing:
@@ -36,12 +39,15 @@ def scheduled_specs(folder: Path = FOLDER) -> list[tuple[Path, JobSpec]]:
     return specs
 
 
-def beat_schedule(folder: Path = FOLDER) -> dict[str, dict[str, Any]]:
-    """Celery beat entries, one per scheduled spec."""
+def beat_schedule(folder: str | None = settings.SCHEDULES) -> dict[str, dict[str, Any]]:
+    """Celery beat entries, one per scheduled spec; none without a folder."""
     from celery.schedules import crontab
 
+    if not folder:
+        log.warning("no schedules: FANYI_SCHEDULES names no folder of scheduled specs")
+        return {}
     entries = {}
-    for path, spec in scheduled_specs(folder):
+    for path, spec in scheduled_specs(Path(folder)):
         minute, hour, day, month, weekday = str(spec.schedule).split()
         entries[f"fanyi.schedule.{spec.name}"] = {
             "task": "fanyi.run_schedule",
