@@ -45,7 +45,7 @@ VOCAB = 65001
 def workload(seed: int = 0) -> tuple[list[list[int]], list[int]]:
     """64 sources of 10-40 ids (EOS-terminated) and one 20-token latency sentence."""
     rng = np.random.default_rng(seed)
-    make = lambda n: [int(t) for t in rng.integers(100, VOCAB - 1, n - 1)] + [0]  # noqa: E731
+    make = lambda n: [int(t) for t in rng.integers(100, VOCAB - 1, n - 1)] + [0]
     return [make(int(rng.integers(10, 41))) for _ in range(SENTENCES)], make(20)
 
 

@@ -2,18 +2,29 @@
 #   docker build -f docker/worker-cpu.Dockerfile -t fanyi-worker-cpu .
 FROM python:3.11.11-slim-bookworm AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# Dependencies first, in a layer that depends on pyproject.toml alone: editing the sources reuses it.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print(*p['dependencies'], sep=chr(10))" > requirements.txt \
+ && pip install --no-cache-dir --prefix=/install -r requirements.txt
+COPY README.md ./
 COPY worker worker
 COPY jobs jobs
-RUN pip install --no-cache-dir --prefix=/install .
+RUN pip install --no-cache-dir --prefix=/install --no-deps .
 
 FROM python:3.11.11-slim-bookworm
 COPY --from=build /install /usr/local
-RUN useradd --create-home --uid 10001 fanyi
+# /artifacts owned by fanyi: the first mount of an empty named volume takes this ownership (docker/compose.yaml
+# mounts it read-only here; the worker only reads artifacts and writes under /tmp).
+RUN useradd --create-home --uid 10001 fanyi \
+ && install -d -o fanyi -g fanyi /artifacts
 USER fanyi
 WORKDIR /home/fanyi
 ENV FANYI_DEVICE=cpu \
     FANYI_THREADS=1 \
     PYTHONUNBUFFERED=1
-# One process per core, one ONNX Runtime thread each (docs/operations.md: sizing).
+# Healthy unless the worker recorded an environment fault in FANYI_HEALTH_FILE (worker/health.py).
+HEALTHCHECK --interval=30s --timeout=10s --start-period=2m --retries=3 CMD ["python", "-m", "worker.health"]
+# No --concurrency here, which would override the sizing: processes = FANYI_CONCURRENCY if set, else the
+# cores this container may use (cgroup cpu.max quota, affinity) / FANYI_THREADS (worker.settings.worker_processes;
+# docs/operations.md: sizing).
 CMD ["celery", "-A", "worker.app", "worker", "-Q", "translate.cpu", "--loglevel", "INFO"]

@@ -381,7 +381,7 @@ def mbart_parts(model: nn.Module) -> GraphParts:
         math.sqrt(c.d_model) if c.scale_embedding else 1.0,
         model.final_logits_bias,
     )
-    learned = lambda side: TablePositions(side.embed_positions.weight, side.embed_positions.offset)  # noqa: E731
+    learned = lambda side: TablePositions(side.embed_positions.weight, side.embed_positions.offset)
     layers = BartLayers(model, pre_norm=True)
     return GraphParts(tokens, learned(decoder), layers, 1.0, source_positions=learned(model.get_encoder()))
 

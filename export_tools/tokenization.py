@@ -74,7 +74,7 @@ def _source_template(tokenizer: Any, codes: dict[str, int]) -> tuple[list[int | 
         for code in sorted(codes)[:2]:
             tokenizer.src_lang = code
             prefix, suffix = _framing(tokenizer)
-            slot = lambda ids, c=code: [SOURCE_LANGUAGE if i == codes[c] else i for i in ids]  # noqa: E731
+            slot = lambda ids, c=code: [SOURCE_LANGUAGE if i == codes[c] else i for i in ids]
             templates.append((slot(prefix), slot(suffix)))
     finally:
         tokenizer.src_lang = original

@@ -7,6 +7,7 @@
     python -m jobs cancel JOB_ID                 workers skip its chunks that have not started
     python -m jobs resume JOB_ID                 enqueue exactly the chunks with no result part
     python -m jobs resume JOB_ID --retry-failed  ... and translate again the chunks that failed
+    python -m jobs compact JOB_ID                merge an ended job's parts into files of about 64 MB
     python -m jobs demo                          the whole system on embedded defaults (see jobs/demo.py)
 
 A job's output prefix is found from --output, else FANYI_OUTPUT, else the Redis registry of
@@ -40,6 +41,7 @@ def parser() -> argparse.ArgumentParser:
         ("wait", "show progress until the job ends"),
         ("cancel", "stop a job: chunks not yet started are skipped"),
         ("resume", "enqueue the chunks that have no result part (after a crash, a cancel or a Redis loss)"),
+        ("compact", "merge an ended job's parts into fewer, larger files (run it when nobody reads the job)"),
     ]:
         verb = sub.add_parser(name, help=text)
         verb.add_argument("job_id")
@@ -50,6 +52,8 @@ def parser() -> argparse.ArgumentParser:
             verb.add_argument("--timeout", type=float, help="give up after this many seconds (exit 3)")
         if name == "resume":
             verb.add_argument("--retry-failed", action="store_true", help="translate the failed chunks again too")
+        if name == "compact":
+            verb.add_argument("--target-mb", type=float, default=64, help="size of each merged file (default 64)")
     sub.add_parser("demo", help="run the demo job on a throwaway Redis and worker (python -m jobs demo --help)")
     listing = sub.add_parser("list", help="jobs under an output prefix")
     listing.add_argument("--output", required=True, help="output prefix, e.g. s3://results/translations")
@@ -61,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.command == "submit":
         spec = api.load_spec(args.spec)
-        announce = lambda job_id: print(job_id, flush=True)  # noqa: E731 - before anything can fail
-        say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+        announce = lambda job_id: print(job_id, flush=True)
+        say = lambda line: print(line, file=sys.stderr, flush=True)
         job_id = api.submit(spec, job_id=args.job_id, on_job=announce, on_progress=say)
         return _wait(job_id, spec.resolved().output, None) if args.wait else 0
     if args.command == "status":
@@ -79,6 +83,10 @@ def run(args: argparse.Namespace) -> int:
         api.cancel(args.job_id, args.output)
         print(f"cancelled {args.job_id}: `python -m jobs resume {args.job_id}` starts it again")
         return 0
+    if args.command == "compact":
+        say = lambda line: print(line, file=sys.stderr, flush=True)
+        api.compact(args.job_id, args.output, target_mb=args.target_mb, on_progress=say)
+        return 0
     count = api.resume(args.job_id, args.output, retry_failed=args.retry_failed)
     print(f"enqueued {count} chunk(s) of {args.job_id}")
     return 0
@@ -88,7 +96,7 @@ def _wait(job_id: str, output: str | None, timeout: float | None) -> int:
     from jobs import api
 
     try:
-        s = api.wait(job_id, output, timeout=timeout, on_progress=api.print_progress)
+        s = api.wait(job_id, output, timeout=timeout, on_progress=api.Progress())
     except TimeoutError as err:
         print(f"error: {err}", file=sys.stderr)
         return 3

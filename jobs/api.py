@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from tqdm import tqdm
+
 from jobs.chunks import plan_chunks
 from jobs.inputs import collect
 from jobs.spec import JobSpec, SpecError, load_spec
@@ -35,6 +37,7 @@ from worker.job import (
     Document,
     Job,
     check_job_id,
+    compacted_chunks,
     done_chunks,
     encode_documents,
     encode_ids,
@@ -54,7 +57,7 @@ from worker.storage import Storage, StorageError, open_storage
 if TYPE_CHECKING:
     from worker.tokenizer import Tokenizer
 
-__all__ = ["JobStatus", "SubmitError", "cancel", "jobs", "load_spec", "resume", "status", "submit", "wait"]
+__all__ = ["JobStatus", "SubmitError", "cancel", "compact", "jobs", "load_spec", "resume", "status", "submit", "wait"]
 
 UPLOAD_THREADS = 8  # chunk inputs written at once by `submit` (each is one PUT)
 
@@ -260,6 +263,14 @@ def _register(job_id: str, output: str, documents: int) -> None:
         pass
 
 
+def _recount(job_id: str, output: str) -> None:
+    """Count a job's cached progress again from the parts in storage."""
+    try:
+        metrics.rebuild_progress(job_id, output)
+    except Exception:  # noqa: BLE001 - a cache: the tasks check storage when it cannot tell
+        pass
+
+
 def _storage(job_id: str, output: str | None) -> tuple[Storage, str]:
     output = output or settings.OUTPUT or _registered(job_id)
     if not output:
@@ -271,7 +282,7 @@ def _registered(job_id: str) -> str | None:
     try:
         found = metrics.cache().hget(metrics.JOBS_KEY, job_id)
         return found.decode() if found else None
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a cache: `--output` finds the job without it
         return None
 
 
@@ -319,7 +330,7 @@ def _cached_counts(job_id: str) -> Counts:
         found = {
             k.decode(): int(v) for k, v in metrics.cache().hgetall(metrics.JOB_PROGRESS_KEY.format(job=job_id)).items()
         }
-    except Exception:  # noqa: BLE001 - a cache
+    except Exception:  # noqa: BLE001 - a cache: counted from storage instead
         return None, None, {}
     if "errors" not in found:
         return None, None, {}
@@ -366,6 +377,7 @@ def cancel(job_id: str, output: str | None = None) -> None:
     storage, _ = _storage(job_id, output)
     job = read_job(storage, job_id)
     storage.put(job.key("_CANCELLED"), f"cancelled at {time.time()}\n".encode())
+    metrics.record_ended(job_id)
 
 
 def resume(job_id: str, output: str | None = None, *, retry_failed: bool = False) -> int:
@@ -375,26 +387,37 @@ def resume(job_id: str, output: str | None = None, *, retry_failed: bool = False
     job = read_job(storage, job_id)
     if storage.exists(job.key("_SUCCESS")) and not retry_failed:
         return 0
+    if retry_failed and compacted_chunks(storage, job):
+        raise SpecError(f"job {job_id} was compacted: its failed chunks' rows are inside compacted files; "
+                        "submit those documents as a new job instead")  # fmt: skip
     storage.delete(job.key("_CANCELLED"))
+    metrics.record_ended(job_id, ended=False)
     if retry_failed:
         for chunk in failures(storage, job):
             storage.delete(part_key(job_id, chunk))
             storage.delete(failure_key(job_id, chunk))
         storage.delete(job.key("_SUCCESS"))
+        _recount(job_id, output)  # the counters held the failed chunks' error rows
     missing = len(set(range(len(job.chunks))) - done_chunks(storage, job))
     _enqueue_missing(job, storage, output, job_id, True)
     return missing
 
 
-def progress_line(s: JobStatus, width: int = 30) -> str:
-    filled = int(width * s.done / max(1, s.documents))
+def compact(
+    job_id: str, output: str | None = None, *, target_mb: float = 64, on_progress: Callable[[str], None] | None = None
+) -> int:
+    """Merge an ended job's parts into files of about ``target_mb`` (see ``jobs.compact``); how many."""
+    from jobs.compact import compact as merge
+
+    storage, _ = _storage(job_id, output)
+    return merge(storage, job_id, target_mb=target_mb, on_progress=on_progress)
+
+
+def progress_line(s: JobStatus) -> str:
     eta = f"ETA {_duration(s.eta)}" if s.eta is not None else s.state
     errors = "?" if s.errors is None else f"{s.errors:,}"
     partial = "?" if s.partial is None else f"{s.partial:,}"
-    return (
-        f"[{'#' * filled}{'.' * (width - filled)}] {s.done:,}/{s.documents:,} documents  "
-        f"{s.rate:.1f}/s  {eta}  partial {partial}  errors {errors}"
-    )
+    return f"{s.done:,}/{s.documents:,} documents  {s.rate:.1f}/s  {eta}  partial {partial}  errors {errors}"
 
 
 def report(s: JobStatus) -> str:
@@ -423,6 +446,23 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-def print_progress(s: JobStatus) -> None:
-    end = "\n" if s.finished or not sys.stderr.isatty() else "\r"
-    print(progress_line(s), end=end, file=sys.stderr, flush=True)
+class Progress:
+    """``on_progress`` for ``wait``: a bar (tqdm) on a terminal; in a log, a line every ``every`` seconds."""
+
+    def __init__(self, every: float = 60.0) -> None:
+        self.bar: tqdm | None = None
+        self.every, self.last = every, -every
+
+    def __call__(self, s: JobStatus) -> None:
+        if not sys.stderr.isatty():
+            if s.finished or time.monotonic() - self.last >= self.every:
+                print(progress_line(s), file=sys.stderr, flush=True)
+                self.last = time.monotonic()
+            return
+        if self.bar is None:
+            self.bar = tqdm(total=s.documents, initial=s.done, unit="doc", file=sys.stderr, dynamic_ncols=True)
+        self.bar.update(s.done - self.bar.n)
+        errors = "?" if s.errors is None else f"{s.errors:,}"
+        self.bar.set_postfix_str(f"{s.state}, partial {s.partial if s.partial is not None else '?'}, errors {errors}")
+        if s.finished:
+            self.bar.close()

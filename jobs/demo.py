@@ -65,7 +65,7 @@ def _submit_and_show(artifact: Path, corpus: Path, output: Path, pairs: int, log
     spec = JobSpec(name="demo", inputs=[str(corpus)], output=str(output), artifact=str(artifact), chunk_documents=25)
     job_id = api.submit(spec)
     print(f"submitted job {job_id}", flush=True)
-    status = api.wait(job_id, str(output), poll=0.5, on_progress=api.print_progress)
+    status = api.wait(job_id, str(output), poll=0.5, on_progress=api.Progress())
     storage = open_storage(str(output))
     rows = [row for key in storage.list(f"{job_id}/parts") for row in read_rows(storage.read(key))]
     for row in [r for r in rows if r["source"].strip()][:pairs]:

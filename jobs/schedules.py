@@ -7,8 +7,11 @@ Nothing is scheduled unless the operator names a folder (``examples/schedules/``
 RedBeat keeps the schedule and a lock in Redis, so a second beat process waits instead of
 firing too. A run submits its spec with the output under a dated prefix (``<output>/<date>``),
 and only if no earlier run of that schedule is still going (an earlier run that ended in any way,
-failed included, does not block it); a Redis ``SET NX`` on (schedule, date) makes a run at most
-once per date even if two messages for it arrive, and a submission that failed frees its date.
+failed included, does not block it). A run's job id is ``<name>-<date>``, and ``submit`` with a job
+id that exists resumes that job (enqueues the chunks it lacks) instead of submitting another: a try
+that failed part-way (after the manifest and inputs were written, say) is completed by the next try,
+never submitted twice. A Redis ``SET NX`` on (schedule, date) keeps two messages for the same date
+from running at once; a submission that failed frees the date for the next try.
 """
 
 from __future__ import annotations
@@ -84,9 +87,9 @@ def run_schedule(spec_path: str, now: datetime | None = None) -> str | None:
         return None
     dated = replace(spec, output=f"{spec.output.rstrip('/')}/{date}", schedule=None)
     try:
-        job_id = api.submit(dated)
+        job_id = api.submit(dated, job_id=f"{spec.name}-{date}")  # the same job for every try of this date
     except Exception:
-        cache.delete(run_key)  # a submission that failed does not use up its date: the next try may run
+        cache.delete(run_key)  # the next try may run: it resumes this job if it was written, else submits it
         raise
     cache.set(run_key, job_id, ex=7 * 24 * 3600)
     cache.set(LAST_KEY.format(name=spec.name), f"{job_id} {dated.output}")

@@ -102,7 +102,7 @@ class JobSpec:
         """Local paths made absolute, relative to ``base`` (the spec file's folder; the current one for
         a spec built in code), so that a worker or ``jobs status`` anywhere finds the same files."""
         folder = (base or Path.cwd()).resolve()
-        local = lambda path: path if "://" in path else str((folder / Path(path).expanduser()).resolve())  # noqa: E731
+        local = lambda path: path if "://" in path else str((folder / Path(path).expanduser()).resolve())
         inputs = [local(p) for p in self.inputs]
         return replace(self, inputs=inputs, output=local(self.output), artifact=local(self.artifact))
 

@@ -11,6 +11,7 @@ Settings and their environment variables: ``worker.settings``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import Celery
@@ -19,6 +20,7 @@ from kombu import Queue
 
 from worker import metrics, settings
 
+log = logging.getLogger(__name__)
 settings.check()
 
 app = Celery("fanyi", broker=settings.BROKER_URL, include=["worker.tasks"])
@@ -30,7 +32,7 @@ app.conf.update(
     task_ignore_result=True,  # results live in storage; the broker carries only work
     task_acks_late=True,
     task_reject_on_worker_lost=True,
-    task_acks_on_failure_or_timeout=True,  # the task classifies its own faults (worker.faults): none is dropped
+    task_acks_on_failure_or_timeout=True,  # nothing fails out of the task: it returns, retries or requeues
     worker_prefetch_multiplier=1,
     worker_concurrency=settings.worker_processes(),  # `--concurrency` overrides; FANYI_CONCURRENCY or the cores
 
@@ -78,50 +80,57 @@ def run_schedule(spec_path: str) -> str | None:
 
 @worker_process_init.connect
 def _warm(**_: object) -> None:
-    """Load the worker's artifact in each process after fork: sessions are never shared across fork.
-    One that cannot be loaded was reported at start (``_check_artifact``); tasks meet it again."""
-    if settings.ARTIFACT:
-        from worker.artifact import ArtifactError
-        from worker.tasks import translator_for
+    """Build the worker's own engine in each process after fork (sessions are never shared across
+    fork). One that cannot be built is an environment fault that every chunk meets again
+    (``worker.tasks.own_translator``): the worker then puts it back and stops consuming."""
+    from worker.faults import EnvironmentFault
+    from worker.tasks import own_translator
 
-        try:
-            translator_for(settings.ARTIFACT)
-        except (ArtifactError, OSError):
-            pass
-
-
-WATCHDOG: list[Any] = []  # the main process's watchdog, once the worker is ready
+    try:
+        own_translator()
+    except EnvironmentFault as err:
+        log.error("%s", err)
 
 
-@worker_ready.connect
+WATCHDOG: list[Any] = []  # the main process's watchdog, from the worker's start
+
+
+@worker_init.connect
 def _start_watchdog(sender: Any = None, **_: object) -> None:
-    """In the main process: the watchdog (heartbeat, orphaned chunks, completion, health), and a worker
-    whose own artifact cannot be loaded takes no chunk until it can."""
+    """In the main process, before it connects to the broker or forks its processes: the watchdog
+    (liveness beat, heartbeat, orphaned chunks, completion, health), so a worker that waits for Redis
+    or loads a model still beats."""
     from worker import health
     from worker.watchdog import Watchdog
 
-    hostname = sender.hostname if sender is not None else ""
-    queues = [q.name for q in sender.task_consumer.queues] if sender is not None and sender.task_consumer else []
     health.mark_healthy()
-    if sender is not None and not _artifact_loads(queues):
-        for queue in queues:
-            sender.cancel_task_queue(queue)  # here, in the main thread: before any chunk is taken
-    watchdog = Watchdog(app, hostname, queues)
+    watchdog = Watchdog(app, getattr(sender, "hostname", "") or "", [])
     watchdog.start()
     WATCHDOG.append(watchdog)
 
 
-def _artifact_loads(queues: list[str]) -> bool:
-    """Whether the worker's own artifact loads; if not, the worker is unhealthy until it does."""
-    if not settings.ARTIFACT:
-        return True
+@worker_ready.connect
+def _check_own_engine(sender: Any = None, **_: object) -> None:
+    """In the main process: a worker whose own engine cannot be built takes no chunk until it can."""
+    queues = [q.name for q in sender.task_consumer.queues] if sender is not None and sender.task_consumer else []
+    if WATCHDOG:
+        WATCHDOG[0].queues = queues
+    if sender is not None and not _own_engine_builds(queues):
+        for queue in queues:
+            sender.cancel_task_queue(queue)  # here, in the main thread: before any chunk is taken
+
+
+def _own_engine_builds(queues: list[str]) -> bool:
+    """Whether the worker's own engine builds (without sessions: those are made in each process after
+    fork); if not, the worker is unhealthy until its check passes."""
     from worker import health
-    from worker.artifact import Artifact, ArtifactError
+    from worker.faults import EnvironmentFault
+    from worker.tasks import own_translator
 
     try:
-        Artifact.load(settings.ARTIFACT)
-    except ArtifactError as err:
-        health.mark_unhealthy(str(err), {"kind": "artifact", "target": settings.ARTIFACT}, queues)
+        own_translator(sessions=False)
+    except EnvironmentFault as err:
+        health.mark_unhealthy(str(err), err.check, queues)
         return False
     return True
 

@@ -10,7 +10,8 @@ words it enclosed) -> ``render``.
 
 Nothing is silently wrong: every sentence ends with a translation that passed the checks, a retried
 one that passed (flag ``retried``), or one that still shows a symptom (``empty``, ``repetition``,
-``length_limit``, ``length_ratio``, ``numbers``), which makes its document ``partial`` rather than ``ok``.
+``length_limit``, ``length_ratio``, ``numbers``), which makes its document ``partial`` rather than ``ok``;
+so does a Markdown line whose markup could not be lifted out (``markup_unparsed``: translated as text).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from worker.text.windows import Window, plan_windows
 DEFAULT_BUDGET = 64  # source tokens per window (capped by the model's positions); ~4 demo-domain sentences
 MAX_CHARS = 1_000_000  # longest document accepted; a longer one is an error result asking to split it
 # Control and zero-width characters become spaces: offsets stay those of the source text.
+# A sentence whose markup could not be lifted out went to the model markup and all: its document is partial.
+MARKUP_SYMPTOMS = frozenset({"markup_unparsed"})
 _INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u2028\u2029\u2060\ufeff]")
 
 
@@ -223,10 +226,15 @@ class DocumentTranslator:
             for i, sentence in enumerate(plan.sentences):
                 marks = assigned[id(plan)].get(i, [])
                 last = i + 1 == len(plan.sentences) or plan.sentences[i + 1].line != sentence.line
-                placed = markup.place(sentence.text, plan.translations[i], marks, found, self.format, last)
+                unit = plan.units[sentence.line]
+                placed = markup.place(
+                    sentence.text, plan.translations[i], marks, found, self.format, last, unit.escaped
+                )
                 plan.marked.append(placed.text)
                 if placed.moved:
                     plan.sentence_flags[i].add("markup_moved")
+                if unit.raw:  # its markup went to the model as text: check it
+                    plan.sentence_flags[i].add("markup_unparsed")
 
 
 def _assign(plan: _Plan) -> dict[int, list[Mark]]:
@@ -249,7 +257,7 @@ def _share(mark: Mark, sentences: list[Sentence], indices: list[int]) -> list[tu
     if mark.start == mark.end or not inside:  # an atom, or markup around nothing but spaces: kept whole
         k = next((k for k, s in enumerate(sentences) if mark.start < s.end), len(sentences) - 1)
         at = min(max(mark.start - sentences[k].start, 0), len(sentences[k].text))
-        return [(indices[k], Mark(at, at, mark.open + mark.close, at=mark.at))]
+        return [(indices[k], replace(mark, start=at, end=at))]
     first, last = sentences[inside[0]], sentences[inside[-1]]
     if len(inside) == 1:
         start, end = max(mark.start, first.start) - first.start, min(mark.end, first.end) - first.start
@@ -263,7 +271,7 @@ def _result(plan: _Plan, seconds_per_token: float) -> DocumentResult:
     text, alignment = render(plan.text, plan.units, plan.sentences, plan.marked, plan.translations)
     sentences = [SentenceResult(src, tgt, sorted(f)) for (src, tgt), f in zip(alignment, plan.sentence_flags)]
     flags = plan.flags.union(*plan.sentence_flags)
-    status = "partial" if flags & SYMPTOMS else "ok"
+    status = "partial" if flags & (SYMPTOMS | MARKUP_SYMPTOMS) else "ok"
     timings = {"prepare": plan.prepare_seconds, "translate": plan.tokens * seconds_per_token}
     timings["total"] = timings["prepare"] + timings["translate"]
     return DocumentResult(plan.id, text, status, None, sentences, sorted(flags), timings, plan.tokens)

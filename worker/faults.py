@@ -2,13 +2,14 @@
 
 * ``TRANSIENT``: storage or the broker answered 5xx, throttled, timed out or dropped the connection.
   The chunk is retried with capped, jittered backoff; no document ever becomes an error row for it.
-* ``ENVIRONMENT``: this worker cannot do any chunk (its artifact is missing or fails verification,
-  storage refuses its credentials, its disk is full or read-only). The chunk goes back to the queue
-  for a healthy worker, and this one marks itself unhealthy and stops taking chunks until the fault
-  clears (``worker.health``).
-* ``CHUNK``: the chunk itself cannot be done (its input is gone or unreadable, the job names an
-  artifact that was replaced): its documents are written as error rows with the reason, so the job
-  ends.
+* ``ENVIRONMENT``: this worker cannot do any chunk (its own artifact ``FANYI_ARTIFACT`` is missing,
+  fails verification or its engine cannot be built, storage refuses its credentials, its disk is
+  full or read-only). The chunk goes back to the queue for a healthy worker, and this one marks
+  itself unhealthy and stops taking chunks until the fault clears (``worker.health``). A chunk put
+  back ``FANYI_MAX_DEATHS`` times ends as error rows (``worker.tasks``).
+* ``CHUNK``: the chunk itself cannot be done (its input is gone or unreadable, the artifact its job
+  names is missing, altered or was replaced): its documents are written as error rows with the
+  reason, so the job ends.
 """
 
 from __future__ import annotations

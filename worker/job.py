@@ -8,6 +8,8 @@
     <output>/<job id>/_failures/chunk-00017.json    why chunk 17 could not be done (its part holds error rows)
     <output>/<job id>/_SUCCESS                      written once, when every part exists: the job's end
     <output>/<job id>/_CANCELLED                    present while the job is cancelled
+    <output>/<job id>/parts/compacted-00000.parquet after ``jobs compact``: the parts, merged in chunk order
+    <output>/<job id>/_COMPACTED                    which chunks each compacted file holds
 
 Everything but the parts starts with ``_``, which dataset readers skip (pyarrow, Spark, polars and
 duckdb globs over ``parts/``): ``pyarrow.dataset.dataset("<output>/<job id>")`` reads the results only.
@@ -36,6 +38,7 @@ from worker.storage import Storage, StorageError
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MANIFEST = "_job.json"
+COMPACTED = "_COMPACTED"  # which chunks each compacted file holds (``jobs compact``)
 ROW_FIELDS = (
     "job_id", "id", "source", "translation", "status", "error", "flags", "sentences", "artifact_id", "timings",
 )  # fmt: skip
@@ -110,7 +113,7 @@ def encode_ids(chunks: Sequence[Sequence[Document]]) -> bytes:
 
     ids = [d.id for chunk in chunks for d in chunk]
     numbers = [n for n, chunk in enumerate(chunks) for _ in chunk]
-    return _parquet(pa.table({"chunk": pa.array(numbers, pa.int32()), "id": pa.array(ids, pa.string())}))
+    return parquet_bytes(pa.table({"chunk": pa.array(numbers, pa.int32()), "id": pa.array(ids, pa.string())}))
 
 
 def chunk_ids(storage: Storage, job: Job, chunk: int) -> list[str]:
@@ -123,16 +126,19 @@ def chunk_ids(storage: Storage, job: Job, chunk: int) -> list[str]:
 
 
 def write_failed_chunk(storage: Storage, job: Job, chunk: int, reason: str) -> list[dict[str, Any]]:
-    """The chunk's documents as error rows with ``reason``, and why it failed, for ``jobs status``;
-    created once like any part. Returns the rows (empty if a part already existed)."""
+    """The chunk's documents as error rows with ``reason``, created once like any part, and then why it
+    failed, for ``jobs status``: only by the call that created the part, so a good part that exists is
+    never listed as failed. Returns the rows (empty if a part already existed)."""
     rows = [
         {"job_id": job.id, "id": doc_id, "source": "", "translation": "", "status": "error", "error": reason,
          "flags": ["chunk_failed"], "sentences": [], "artifact_id": job.artifact_id,
          "timings": {"prepare": 0.0, "translate": 0.0, "total": 0.0}}
         for doc_id in chunk_ids(storage, job, chunk)
     ]  # fmt: skip
+    if not storage.create(part_key(job.id, chunk), encode_rows(rows)):
+        return []
     storage.put(failure_key(job.id, chunk), json.dumps({"reason": reason, "time": time.time()}).encode())
-    return rows if storage.create(part_key(job.id, chunk), encode_rows(rows)) else []
+    return rows
 
 
 def write_job(storage: Storage, job: Job) -> None:
@@ -152,9 +158,25 @@ def list_jobs(storage: Storage) -> list[str]:
 
 
 def done_chunks(storage: Storage, job: Job) -> set[int]:
-    """Chunks whose part exists: computed from storage alone, so it survives Redis losing everything."""
-    names = storage.list(f"{job.id}/parts")
-    return {int(k.rsplit("-", 1)[1].split(".")[0]) for k in names if k.endswith(".parquet")}
+    """Chunks whose part exists (or was compacted): from storage alone, so it survives Redis losing everything."""
+    names = [k.rsplit("/", 1)[1] for k in storage.list(f"{job.id}/parts")]
+    parts = {int(n[5:-8]) for n in names if n.startswith("part-") and n.endswith(".parquet")}
+    return parts | set(compacted_chunks(storage, job))
+
+
+def compacted_chunks(storage: Storage, job: Job) -> dict[int, str]:
+    """Chunk -> the compacted file that holds its rows (``jobs compact``); empty for a job not compacted."""
+    if not storage.exists(job.key(COMPACTED)):
+        return {}
+    files = json.loads(storage.read(job.key(COMPACTED)))["files"]
+    return {chunk: entry["key"] for entry in files for chunk in entry["chunks"]}
+
+
+def result_keys(storage: Storage, job: Job) -> list[str]:
+    """The files holding the job's rows, each row in exactly one: compacted files, then parts not compacted."""
+    compacted = compacted_chunks(storage, job)
+    parts = [part_key(job.id, c) for c in sorted(done_chunks(storage, job) - set(compacted))]
+    return sorted(set(compacted.values())) + parts
 
 
 @dataclass(frozen=True)
@@ -174,7 +196,7 @@ def encode_documents(documents: Sequence[Document]) -> bytes:
         "text": pa.array([d.text for d in documents], pa.string()),
         "error": pa.array([d.error for d in documents], pa.string()),
     }
-    return _parquet(pa.table(columns))
+    return parquet_bytes(pa.table(columns))
 
 
 def read_parquet(data: bytes, columns: list[str] | None = None) -> Any:
@@ -227,14 +249,14 @@ def encode_rows(rows: Sequence[dict[str, Any]]) -> bytes:
             ("timings", pa.struct([("prepare", pa.float64()), ("translate", pa.float64()), ("total", pa.float64())])),
         ]
     )
-    return _parquet(pa.Table.from_pylist([{k: r.get(k) for k in ROW_FIELDS} for r in rows], schema=schema))
+    return parquet_bytes(pa.Table.from_pylist([{k: r.get(k) for k in ROW_FIELDS} for r in rows], schema=schema))
 
 
 def read_rows(data: bytes) -> list[dict[str, Any]]:
     return list(read_parquet(data).to_pylist())
 
 
-def _parquet(table: Any) -> bytes:
+def parquet_bytes(table: Any) -> bytes:
     import pyarrow.parquet as pq
 
     sink = io.BytesIO()

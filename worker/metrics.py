@@ -5,8 +5,8 @@ Two sources, two endpoints:
   tokens translated, errors by kind, task latency, batch fill. Prefork children write to
   ``PROMETHEUS_MULTIPROC_DIR`` and the worker's main process serves the sum.
 - ``python -m worker.exporter --port 9100`` (one per cluster) serves what Redis knows: queue depth
-  per queue and priority list, messages delivered but not acknowledged, workers answering, and
-  the progress of jobs submitted through this Redis.
+  per queue and priority list, messages delivered but not acknowledged, the backlog autoscalers
+  read, workers answering, and the progress of jobs submitted through this Redis.
 
 Counts are taken only by the delivery that created a part, so they match the output exactly.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ from worker.job import STATUSES, Tally
 if settings.METRICS_PORT and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:  # before prometheus_client loads
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="fanyi-metrics-")
 
-from prometheus_client import Counter, Histogram  # noqa: E402
+from prometheus_client import Counter, Histogram
 
 DOCUMENTS = Counter("fanyi_documents_translated_total", "Documents written to result parts", ["status"])
 SENTENCES = Counter("fanyi_sentences_translated_total", "Sentences written to result parts")
@@ -48,8 +49,8 @@ BATCH_FILL = Histogram(
     "fanyi_batch_fill_ratio", "Planned tokens of an engine batch over the token budget",
     buckets=(0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.5),
 )  # fmt: skip
-JOB_PROGRESS_KEY = "fanyi:progress:{job}"  # Redis hash: documents, errors, partial, flag:<name> (a cache)
-JOBS_KEY = "fanyi:jobs"  # Redis hash: job id -> output prefix, for the exporter and the CLI
+JOB_PROGRESS_KEY = "fanyi:progress:{job}"  # Redis hash: total, documents, errors, partial, flag:<name>, ended
+JOBS_KEY = "fanyi:jobs"  # Redis hash: job id -> output prefix, for the exporter and the CLI (a cache)
 
 
 @functools.cache
@@ -93,18 +94,32 @@ def rebuild_progress(job_id: str, output: str) -> None:
     """After the cache lost a job's counters (a flush, a restart without disk): count them again from the
     parts in storage, and register the job again. A part written meanwhile may be counted twice: these
     are a cache's numbers; ``jobs status`` and ``_SUCCESS`` count from storage."""
-    from worker.job import done_chunks, part_key, read_job, read_rows
+    from worker.job import read_job, read_rows, result_keys
     from worker.storage import open_storage
 
     storage = open_storage(output)
     job = read_job(storage, job_id)
     tally = Tally()
-    for chunk in sorted(done_chunks(storage, job)):
-        tally.add(read_rows(storage.read(part_key(job_id, chunk))))
-    counts = {"total": job.documents, "documents": sum(tally.statuses.values()), "errors": tally.statuses["error"]}
-    counts |= {"partial": tally.statuses["partial"]} | {f"flag:{f}": n for f, n in tally.sentence_flags.items()}
+    for key in result_keys(storage, job):
+        tally.add(read_rows(storage.read(key)))
+    counts: dict[str, float] = {"total": job.documents, "documents": sum(tally.statuses.values())}
+    counts |= {"errors": tally.statuses["error"], "partial": tally.statuses["partial"]}
+    counts |= {f"flag:{f}": n for f, n in tally.sentence_flags.items()}
+    if storage.exists(job.key("_SUCCESS")) or storage.exists(job.key("_CANCELLED")):
+        counts["ended"] = time.time()
     progress = JOB_PROGRESS_KEY.format(job=job_id)
     cache().pipeline().hset(JOBS_KEY, job_id, output).delete(progress).hset(progress, mapping=counts).execute()
+
+
+def record_ended(job_id: str, ended: bool = True) -> None:
+    """A job was cancelled (``ended``) or resumed: the exporter keeps an ended job's series for
+    ``FANYI_JOB_METRICS_RETENTION`` seconds, then forgets it. A finished job is seen ending by the
+    exporter itself (its documents reach its total)."""
+    progress = JOB_PROGRESS_KEY.format(job=job_id)
+    try:
+        cache().hset(progress, "ended", time.time()) if ended else cache().hdel(progress, "ended")
+    except Exception:  # noqa: BLE001 - a cache: the exporter rebuilds it from storage
+        pass
 
 
 def serve_worker_metrics(port: int) -> None:

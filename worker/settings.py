@@ -73,9 +73,9 @@ def available_cores() -> int:
 
 def redact(url: str) -> str:
     """A URL fit for logs: any password replaced by ***."""
-    import re
+    from kombu.utils.url import maybe_sanitize_url
 
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+    return str(maybe_sanitize_url(url, mask="***"))
 
 
 def priority_lists(queue: str) -> list[str]:

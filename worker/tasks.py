@@ -5,9 +5,12 @@ created only if absent (a duplicate or redelivered chunk finds it and stops, or 
 discards its copy), and metrics and progress count only the delivery that created it.
 
 Every chunk ends in a part. What goes wrong is classified once (``worker.faults``): a transient fault
-is retried with capped, jittered backoff; an environment fault puts the chunk back for a healthy
-worker and makes this one stop consuming until it is fixed (``worker.health``); a fault of the chunk
-itself writes its documents as error rows with the reason (``write_failed_chunk``), so the job ends.
+is retried with Celery's exponential backoff and full jitter, capped at ``FANYI_RETRY_MAX_DELAY``; an
+environment fault puts the chunk back for a healthy worker and makes this one stop consuming until it
+is fixed (``worker.health``), and a chunk put back ``FANYI_MAX_DEATHS`` times becomes error rows; a
+fault of the chunk itself writes its documents as error rows with the reason (``write_failed_chunk``),
+so the job ends. A failure while a fault is handled (storage, the cache, the health file, the broker)
+retries the chunk: no message is acknowledged without its part (``translate_chunk``).
 
 Poison documents: a chunk is first translated in one engine call. After a delivery of it died
 (``worker.deliveries``), the next ones translate document by document, recording which document they
@@ -19,23 +22,25 @@ from __future__ import annotations
 
 import functools
 import logging
-import random
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, NoReturn
 
-from celery.exceptions import Reject, SoftTimeLimitExceeded
+from celery.exceptions import Reject, Retry, SoftTimeLimitExceeded
+from celery.utils.time import get_exponential_backoff_interval
 
 from worker import health, metrics, settings
 from worker.app import app
 from worker.artifact import ArtifactError
 from worker.deliveries import Deliveries
 from worker.documents import DocumentResult, DocumentTranslator
+from worker.engine.search import DecodingOptions
 from worker.engine.translator import Translator
 from worker.faults import ChunkFault, EnvironmentFault, Fault, classify
 from worker.job import (
     Document,
     Job,
+    compacted_chunks,
     decode_documents,
     encode_rows,
     finalize,
@@ -62,51 +67,112 @@ def translator_for(artifact: str) -> Translator:
     return translator
 
 
+class JobGone(Exception):
+    """The job's manifest is not in storage: the job was deleted (or the output prefix is wrong)."""
+
+
 @app.task(name="fanyi.translate_chunk", bind=True, max_retries=None)
 def translate_chunk(self: Any, output: str, job_id: str, chunk: int) -> str:
-    deliveries = Deliveries(job_id, chunk, self.request.hostname or "")
-    record_running(output, job_id, chunk, self.request.hostname or "")
+    """Only three things leave here: a return (the message is acknowledged: its part exists, or the job
+    is gone, logged and counted), a ``Retry`` (a new message was sent first) or a ``Reject`` with
+    requeue. Whatever fails while a failure is handled (storage, the cache, the health file, the
+    broker) leads to a retry, never to an acknowledgement without a part."""
+    hostname = self.request.hostname or ""
+    deliveries = Deliveries(job_id, chunk, hostname)
+    running = record_running(output, job_id, chunk, hostname)
     try:
-        with metrics.TASK_SECONDS.time():
-            outcome = run_chunk(output, job_id, chunk, deliveries)
+        deliveries.start()
+        try:
+            with metrics.TASK_SECONDS.time():
+                outcome = run_chunk(output, job_id, chunk, deliveries)
+        except SoftTimeLimitExceeded:
+            metrics.ERRORS.labels(kind="time_limit").inc()
+            deliveries.timed_out()  # counts as a death: the document it was on gets a strike
+            _retry(self, 1, "past the soft time limit")
+        except Exception as err:  # noqa: BLE001 - every fault is classified (worker.faults), none escapes
+            deliveries.end()
+            return _handle(self, err, output, job_id, chunk, deliveries)
         deliveries.end()
         return outcome
-    except SoftTimeLimitExceeded:
-        metrics.ERRORS.labels(kind="time_limit").inc()
-        deliveries.timed_out()  # counts as a death: the document it was on gets a strike
-        raise self.retry(countdown=1) from None
-    except Exception as err:
+    except (Retry, Reject):
+        raise
+    except Exception as err:  # handling the fault failed in turn: the chunk is tried again, never dropped
         deliveries.end()
-        return _handle(self, err, output, job_id, chunk)
+        metrics.ERRORS.labels(kind="handler").inc()
+        log.exception("chunk %s of job %s: handling its fault failed (%s); retrying", chunk, job_id, err)
+        _retry(self, _backoff(self), f"{type(err).__name__}: {err}")
     finally:
-        record_ended(output, job_id, chunk)
+        record_ended(output, job_id, chunk, running)
 
 
-def _handle(task: Any, err: Exception, output: str, job_id: str, chunk: int) -> str:
+def _backoff(task: Any) -> float:
+    """Celery's exponential backoff with full jitter, capped at ``FANYI_RETRY_MAX_DELAY``."""
+    return get_exponential_backoff_interval(1, task.request.retries, int(settings.RETRY_MAX_DELAY), full_jitter=True)
+
+
+def _retry(task: Any, countdown: float, why: str) -> NoReturn:
+    """Send the chunk again after ``countdown`` s, or, when that cannot be sent (Celery then rejects the
+    message without requeue: it would be lost), put this very message back."""
+    try:
+        raise task.retry(countdown=countdown)
+    except Reject as err:
+        raise Reject(f"{why}; the retry could not be sent ({err.reason}): chunk put back", requeue=True) from None
+
+
+def _handle(task: Any, err: Exception, output: str, job_id: str, chunk: int, deliveries: Deliveries) -> str:
+    if isinstance(err, JobGone):
+        return _job_gone(task, err, job_id, chunk, deliveries)
     fault = classify(err)
     metrics.ERRORS.labels(kind=fault.value).inc()
     if fault is Fault.TRANSIENT:
-        delay = min(settings.RETRY_MAX_DELAY, 2.0 ** min(task.request.retries, 10)) * random.uniform(0.5, 1.0)
+        delay = _backoff(task)
         log.warning("chunk %s of job %s: %s; retrying in %.0f s", chunk, job_id, err, delay)
-        raise task.retry(countdown=delay) from None
+        _retry(task, delay, str(err))
     if fault is Fault.ENVIRONMENT:
         _stop_consuming(task, err, output)
-        raise Reject(f"environment fault, chunk put back: {err}", requeue=True) from None
-    log.error("chunk %s of job %s cannot be done: %s", chunk, job_id, err)
-    _fail_chunk(output, job_id, chunk, f"chunk {chunk} could not be translated: {err}")
+        deliveries_met = deliveries.count("put_back")
+        if deliveries_met < settings.MAX_DEATHS:
+            raise Reject(f"environment fault, chunk put back: {err}", requeue=True) from None
+        reason = (
+            f"chunk {chunk} could not be translated: {deliveries_met} deliveries met environment faults "
+            f"(last: {type(err).__name__}: {err}); see the workers' health (`python -m worker.health`)"
+        )
+    else:
+        reason = f"chunk {chunk} could not be translated: {err}"
+    log.error("chunk %s of job %s cannot be done: %s", chunk, job_id, reason)
+    _fail_chunk(output, job_id, chunk, reason)
     return "failed"
+
+
+def _job_gone(task: Any, err: JobGone, job_id: str, chunk: int, deliveries: Deliveries) -> str:
+    """Retried with backoff (a storage that answers "not found" by mistake heals); dropped, logged and
+    counted after ``FANYI_MAX_DEATHS`` tries: a deleted job has nobody to write a part for."""
+    tries = deliveries.count("job_gone")
+    if tries < settings.MAX_DEATHS:
+        _retry(task, _backoff(task), str(err))
+    metrics.ERRORS.labels(kind="job_gone").inc()
+    log.error("chunk %s of job %s dropped after %s tries: %s", chunk, job_id, tries, err)
+    return "job gone"
 
 
 def _stop_consuming(task: Any, err: Exception, output: str) -> None:
     """Mark this worker unhealthy and cancel its consumers (waiting for the main process to confirm),
-    so the chunk put back goes to a healthy worker."""
+    so the chunk put back goes to a healthy worker. A worker that cannot record its fault (the health
+    file's disk is full) keeps consuming: nothing would tell it when to consume again."""
     queue = (task.request.delivery_info or {}).get("routing_key") or "translate.cpu"
-    check = health.check_for(err, output)
-    health.mark_unhealthy(f"{type(err).__name__}: {err}", check, [queue])
-    log.error("environment fault (%s): this worker stops taking chunks until %s passes", err, check)
+    checks = health.check_for(err, output)
+    try:
+        health.mark_unhealthy(f"{type(err).__name__}: {err}", checks, [queue])
+    except Exception as failed:  # noqa: BLE001
+        log.error("environment fault (%s), and it cannot be recorded in %s (%s)", err, settings.HEALTH_FILE, failed)
+        return
+    log.error("environment fault (%s): this worker stops taking chunks until %s pass", err, checks)
     hostname = task.request.hostname
-    if hostname:
-        task.app.control.cancel_consumer(queue, destination=[hostname], reply=True, timeout=5)
+    try:
+        if hostname:
+            task.app.control.cancel_consumer(queue, destination=[hostname], reply=True, timeout=5)
+    except Exception as failed:  # noqa: BLE001 - the chunk still goes back; the next one meets the fault again
+        log.error("cannot stop consuming %s: %s", queue, failed)
 
 
 def _fail_chunk(output: str, job_id: str, chunk: int, reason: str) -> None:
@@ -128,11 +194,11 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
     try:
         job = _job(output, job_id)
     except FileNotFoundError as err:
-        raise ChunkFault(f"the job's manifest is gone ({err})") from None
+        raise JobGone(f"the job's manifest is gone ({err})") from None
     if not 0 <= chunk < len(job.chunks):
         raise ChunkFault(f"job {job_id} has {len(job.chunks)} chunks, not a chunk {chunk}")
     key = part_key(job_id, chunk)
-    if storage.exists(key):
+    if storage.exists(key) or chunk in compacted_chunks(storage, job):  # done, and maybe compacted since
         finalize(storage, job)
         return "exists"
     if storage.exists(job.key("_CANCELLED")):
@@ -178,7 +244,7 @@ def _translate(job: Job, documents: list[tuple[str, str]], deliveries: Deliverie
         format=spec_options.get("format", "text"),
     )
     options = translator.options(**{k: v for k, v in spec_options.items() if k in DECODING_OPTIONS})
-    deaths, poisoned = deliveries.start()
+    deaths, poisoned = deliveries.deaths, deliveries.poisoned
     if deaths >= settings.MAX_DEATHS:
         message = f"gave up after {deaths} deliveries of this chunk died (killed or timed out); see the worker logs"
         return [DocumentResult(doc_id, "", "error", message) for doc_id, _ in documents]
@@ -192,19 +258,43 @@ def _translate(job: Job, documents: list[tuple[str, str]], deliveries: Deliverie
     return [_isolated(engine, options, doc, deliveries, poisoned) for doc in documents]
 
 
+def own_translator(*, sessions: bool = True) -> Translator | None:
+    """The worker's own engine (``FANYI_ARTIFACT``, None without one), with its sessions made unless
+    ``sessions`` is False (the main process checks it without ONNX Runtime sessions before any fork).
+
+    The one check of the worker's own artifact (at start, in each process after fork, for every
+    chunk): whatever keeps it from being built (files missing or altered, the tokenizer, ONNX Runtime,
+    CUDA) is an ``EnvironmentFault`` of this worker, never a chunk's; its health check loads the
+    artifact again, or for any other failure builds the whole engine in a new process."""
+    if not settings.ARTIFACT:
+        return None
+    try:
+        translator = translator_for(settings.ARTIFACT)
+        if sessions:
+            with translator.pool.acquire():
+                pass
+    except SoftTimeLimitExceeded:
+        raise
+    except Exception as err:  # noqa: BLE001 - one exception set: anything is this worker's fault
+        check = {"kind": "artifact" if isinstance(err, ArtifactError) else "engine", "target": settings.ARTIFACT}
+        raise EnvironmentFault(
+            f"this worker's own artifact {settings.ARTIFACT} cannot be used: {type(err).__name__}: {err}", check
+        ) from None
+    return translator
+
+
 def _translator(job: Job) -> Translator:
-    """The worker's own artifact (``FANYI_ARTIFACT``) when it is the job's, else the one the spec names."""
-    if (
-        settings.ARTIFACT
-        and _loads(settings.ARTIFACT)
-        and translator_for(settings.ARTIFACT).artifact.artifact_id == job.artifact_id
-    ):
-        return translator_for(settings.ARTIFACT)
+    """The worker's own engine when it is the job's artifact, else the one the spec names. A job's
+    artifact that cannot be loaded is that job's fault (its chunks end as error rows with the reason);
+    the worker's own is the worker's (``own_translator``)."""
+    own = own_translator()
+    if own is not None and own.artifact.artifact_id == job.artifact_id:
+        return own
     path = job.spec["artifact"]
     try:
         translator = translator_for(path)
-    except ArtifactError as err:  # missing, half-copied or altered: this worker cannot see it as it is
-        raise EnvironmentFault(str(err), {"kind": "artifact", "target": path}) from None
+    except ArtifactError as err:  # missing, half-copied or altered
+        raise ChunkFault(f"its artifact cannot be loaded: {err}") from None
     if translator.artifact.artifact_id != job.artifact_id:
         raise ChunkFault(
             f"the artifact at {job.spec['artifact']} is now {translator.artifact.artifact_id}, the job was submitted "
@@ -213,15 +303,13 @@ def _translator(job: Job) -> Translator:
     return translator
 
 
-def _loads(path: str) -> bool:
-    try:
-        translator_for(path)
-    except ArtifactError:
-        return False
-    return True
-
-
-def _isolated(engine, options, document: tuple[str, str], deliveries: Deliveries, poisoned: set[str]):
+def _isolated(
+    engine: DocumentTranslator,
+    options: DecodingOptions,
+    document: tuple[str, str],
+    deliveries: Deliveries,
+    poisoned: set[str],
+) -> DocumentResult:
     doc_id, text = document
     if doc_id in poisoned:
         metrics.ERRORS.labels(kind="poison").inc()

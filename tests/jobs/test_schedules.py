@@ -79,3 +79,30 @@ def test_a_night_after_a_failed_run_starts_and_a_failed_submission_can_try_again
     ended = api.wait(first, str(tmp_path / "out" / "2026-12-02"), timeout=120)
     assert ended.state == "failed"  # every row an error: not "succeeded"
     assert run_schedule(str(path), now=night.replace(day=3))  # a failed run does not block the next night
+
+
+def test_a_run_that_failed_after_writing_its_job_is_completed_by_the_retry_not_submitted_twice(
+    tmp_path, services, demo_artifact, producer, monkeypatch
+):
+    from jobs import api
+    from jobs.schedules import run_schedule
+    from worker.job import list_jobs
+    from worker.storage import open_storage
+
+    path = spec(tmp_path / "nightly.json", inputs=[str(corpus(tmp_path / "in.jsonl", 30))],
+                output=str(tmp_path / "out"), artifact=demo_artifact, schedule="0 2 * * *")  # fmt: skip
+    night = datetime(2026, 12, 2, 2, 0, tzinfo=UTC)
+    enqueue = api._enqueue
+
+    def broker_breaks_off(job, output, chunks):
+        raise api.SubmitError(f"job {job.id} is submitting: the broker broke off after 0 chunks")
+
+    monkeypatch.setattr(api, "_enqueue", broker_breaks_off)
+    with pytest.raises(api.SubmitError):
+        run_schedule(str(path), now=night)  # the manifest and inputs are written, enqueueing broke off
+    monkeypatch.setattr(api, "_enqueue", enqueue)
+    again = run_schedule(str(path), now=night)  # the task's retry, the same night
+    dated = str(tmp_path / "out" / "2026-12-02")
+    assert list_jobs(open_storage(dated)) == [again]  # one job for the night, completed rather than made twice
+    assert api.status(again, dated).state == "running" and queued(services["redis"]) == 2
+    assert run_schedule(str(path), now=night) is None  # and the night is used up

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +19,11 @@ from worker import health
 from worker.artifact import ArtifactError
 from worker.deliveries import Deliveries
 from worker.faults import ChunkFault, EnvironmentFault, Fault, classify
+from worker.job import Job, failure_key, part_key, write_failed_chunk, write_job
+from worker.storage import LocalStorage
+
+ROOT = Path(__file__).resolve().parents[2]
+HEARTBEAT = 0.2  # seconds: a delivery's lease lapses after three
 
 
 def s3_error(status: int, code: str) -> ClientError:
@@ -56,6 +67,7 @@ def cache(redis_url, monkeypatch):
     from worker import metrics, settings
 
     monkeypatch.setattr(settings, "CACHE_URL", redis_url)
+    monkeypatch.setattr(settings, "HEARTBEAT", HEARTBEAT)
     metrics.cache.cache_clear()
     redis.Redis.from_url(redis_url).flushdb()
     yield
@@ -69,17 +81,46 @@ def test_deliveries_that_end_are_not_deaths(cache) -> None:
     assert Deliveries("job", 0, "w2").start() == (0, set())  # a retry or requeue is no death
 
 
-def test_a_document_is_poison_only_after_two_deliveries_died_on_it(cache) -> None:
-    first = Deliveries("job", 1, "w1")
-    first.start()  # ... and the process is killed while translating the chunk as a whole
-    second = Deliveries("job", 1, "w2")
-    assert second.start() == (1, set())  # one death, no suspect yet: now document by document
-    second.suspect("d7")  # ... killed on d7 (a node drain, say)
+def killed_delivery(redis_url: str, job: str, chunk: int, hostname: str, suspect: str | None = None) -> None:
+    """A delivery in a process of its own that records itself (and the document it is on), then is SIGKILLed."""
+    code = (
+        "import os, signal\n"
+        "from worker.deliveries import Deliveries\n"
+        f"d = Deliveries({job!r}, {chunk}, {hostname!r})\n"
+        "d.start()\n" + (f"d.suspect({suspect!r})\n" if suspect else "") + "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    env = {**os.environ, "FANYI_CACHE_URL": redis_url, "FANYI_HEARTBEAT": str(HEARTBEAT), "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]
+
+
+def test_a_document_is_poison_only_after_two_deliveries_died_on_it(cache, redis_url) -> None:
+    killed_delivery(redis_url, "job", 1, "w1")  # killed while translating the chunk as a whole
+    killed_delivery(redis_url, "job", 1, "w2", suspect="d7")  # then document by document, killed on d7
     third = Deliveries("job", 1, "w3")
     assert third.start() == (2, set())  # one strike: d7 is tried again
     third.suspect("d7")
     third.timed_out()  # past the soft time limit on d7 again: a second strike
     assert Deliveries("job", 1, "w4").start() == (3, {"d7"})
+
+
+def test_an_early_exit_does_not_erase_the_record_of_another_delivery(cache, redis_url) -> None:
+    killed_delivery(redis_url, "job", 3, "w1", suspect="d2")  # died on d2
+    early = Deliveries("job", 3, "w2")
+    early.end()  # a delivery that stopped before it began (part exists, job cancelled, a retry)
+    assert Deliveries("job", 3, "w3").start() == (1, set())  # the death is still counted
+
+
+def test_a_live_duplicate_delivery_is_no_death_and_strikes_nothing(cache) -> None:
+    live = Deliveries("job", 2, "w1")
+    live.start()
+    live.suspect("d1")  # alive, working on d1 (its worker's heartbeat key lost in a Redis failover, say)
+    duplicate = Deliveries("job", 2, "w2")  # the chunk enqueued again, or redelivered
+    assert duplicate.start() == (0, set())
+    duplicate.end()
+    live.suspect(None)
+    live.end()
+    assert Deliveries("job", 2, "w3").start() == (0, set())  # nothing recorded: no death, no strike
 
 
 def test_health_records_the_fault_and_the_check_that_clears_it(tmp_path: Path, monkeypatch) -> None:
@@ -91,7 +132,56 @@ def test_health_records_the_fault_and_the_check_that_clears_it(tmp_path: Path, m
     health.mark_unhealthy("disk gone", {"kind": "disk", "target": str(missing)}, ["translate.cpu"])
     current = health.state()
     assert not current["healthy"] and current["queues"] == ["translate.cpu"] and current["reason"] == "disk gone"
-    assert not health.passes(current["check"])
+    (fault,) = current["faults"]
+    assert not health.passes(fault["check"])
     missing.mkdir()
-    assert health.passes(current["check"])
+    assert health.passes(fault["check"])
     assert not health.passes({"kind": "artifact", "target": str(tmp_path)})  # no manifest there
+
+
+def test_a_disk_fault_without_a_file_name_is_checked_on_the_disks_not_on_storage(tmp_path: Path, monkeypatch) -> None:
+    from worker import settings
+
+    monkeypatch.setattr(settings, "HEALTH_FILE", str(tmp_path / "state" / "health.json"))
+    checks = health.check_for(OSError(errno.ENOSPC, "No space left on device"), "s3://bucket/results")
+    assert {c["kind"] for c in checks} == {"disk"}
+    assert {c["target"] for c in checks} == {tempfile.gettempdir(), str(tmp_path / "state")}
+    named = health.check_for(OSError(errno.EACCES, "Permission denied", str(tmp_path / "x" / "f.tmp")), "s3://b/r")
+    assert named == [{"kind": "disk", "target": str(tmp_path / "x")}]
+    refused = health.check_for(s3_error(403, "AccessDenied"), "s3://bucket/results")
+    assert refused == [{"kind": "storage", "target": "s3://bucket/results"}]
+
+
+def test_a_worker_is_healthy_again_only_when_every_fault_it_met_is_fixed(tmp_path: Path, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from worker import settings
+    from worker.watchdog import Watchdog
+
+    monkeypatch.setattr(settings, "HEALTH_FILE", str(tmp_path / "health.json"))
+    consumed: list[str] = []
+    app = SimpleNamespace(control=SimpleNamespace(add_consumer=lambda queue, **_: consumed.append(queue)))
+    watchdog = Watchdog(app, "w1@host", ["translate.cpu"])
+    full, fine = tmp_path / "full", tmp_path / "fine"
+    fine.mkdir()
+    health.mark_unhealthy("disk full", {"kind": "disk", "target": str(full)}, ["translate.cpu"])
+    health.mark_unhealthy("another fault", {"kind": "disk", "target": str(fine)}, ["translate.gpu"])
+    watchdog.recover()
+    current = health.state()
+    assert not current["healthy"] and consumed == []  # the first fault is not fixed
+    assert "disk full" in current["reason"]
+    full.mkdir()
+    watchdog.recover()
+    assert health.state()["healthy"] and sorted(consumed) == ["translate.cpu", "translate.gpu"]
+
+
+def test_a_failure_record_is_written_only_with_the_error_part_it_explains(tmp_path: Path) -> None:
+    storage = LocalStorage(tmp_path)
+    job = Job("job-1", {"artifact": "a"}, "id", [3, 3])
+    write_job(storage, job)
+    assert len(write_failed_chunk(storage, job, 0, "first delivery: its input is gone")) == 3
+    assert json.loads(storage.read(failure_key(job.id, 0)))["reason"] == "first delivery: its input is gone"
+    good = storage.read(part_key(job.id, 0))
+    storage.delete(failure_key(job.id, 0))  # as if this part were a good one another delivery wrote
+    assert write_failed_chunk(storage, job, 0, "a late duplicate") == []
+    assert not storage.exists(failure_key(job.id, 0)) and storage.read(part_key(job.id, 0)) == good

@@ -17,8 +17,9 @@ from __future__ import annotations
 import functools
 import html
 import re
+import string
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
 from typing import Any
 
@@ -28,8 +29,8 @@ FORMATS = ("text", "markdown", "html")
 @dataclass(frozen=True)
 class Mark:
     """Markup around ``plain[start:end]`` of its unit: ``open`` before, ``close`` after. ``verbatim``:
-    the enclosed text is code or an address and stays as it is. An atom (an image, ``<br>``) has
-    ``start == end`` and no close."""
+    the enclosed text is code or an address and stays as it is. An atom (an image, ``<br>``, a tag never
+    closed) has ``start == end`` and no close; an element around no words has ``start == end`` and a close."""
 
     start: int
     end: int
@@ -49,6 +50,9 @@ class Unit:
     plain: str
     offsets: list[int]
     marks: list[Mark] = field(default_factory=list)
+    raw: bool = False  # its markup could not be lifted out: ``plain`` is the source, markup and all
+    escaped: str = ""  # Markdown: ASCII punctuation the source wrote escaped (``\\*``, ``&lt;``), escaped back
+
 
     def source(self, plain_offset: int) -> int:
         return self.offsets[plain_offset]
@@ -84,7 +88,8 @@ def text_units(document: str) -> list[Unit]:
 def _markdown() -> Any:
     from markdown_it import MarkdownIt
 
-    return MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    # Without text_join, entities and backslash escapes stay tokens of their own that name their source.
+    return MarkdownIt("commonmark").enable(["table", "strikethrough"]).disable("text_join")
 
 
 def markdown_units(document: str) -> list[Unit]:
@@ -106,11 +111,17 @@ def markdown_units(document: str) -> list[Unit]:
             number = first_line + k
             line = lines[number]
             begin = row_cursor.get(number, 0) if cell else 0
-            at = line.find(content, begin) if content else -1
-            if at < 0:
+            if not content or not line[begin:].strip():
                 continue
-            row_cursor[number] = at + len(content)
-            unit = _inline_unit(content, starts[number] + at)
+            if cell:  # a table cell's content has its escaped pipes unescaped: look for them as written
+                pattern = r"\\?\|".join(map(re.escape, content.split("|")))
+                match = re.compile(pattern).search(line, begin)
+                at, raw = (match.start(), match.group()) if match else (-1, content)
+            else:
+                at, raw = line.find(content, begin), content
+            base = starts[number]
+            unit = _inline_unit(raw, base + at, cell) if at >= 0 else _raw_unit(line[begin:], base + begin)
+            row_cursor[number] = at + len(raw) if at >= 0 else len(line)
             if unit is not None:
                 found.append(unit)
     return sorted(found, key=lambda u: u.start)
@@ -124,15 +135,30 @@ def _row_line(tokens: list[Any], index: int) -> int:
     return 0
 
 
-def _inline_unit(text: str, base: int) -> Unit | None:
-    """A unit from one line of inline Markdown, or None when markdown-it read it in a way that cannot be
-    mapped back to the source (its text then stays as it is)."""
+def _inline_unit(text: str, base: int, cell: bool = False) -> Unit | None:
+    """A unit from one line of inline Markdown (or a table ``cell``); when markdown-it read it in a way
+    that cannot be mapped back to the source, the line as it stands (``raw``)."""
     children = _markdown().parseInline(text)[0].children or []
+    match = _InlineMatch(text, cell)
     try:
-        plain, offsets, marks = _InlineMatch(text).run(children)
+        plain, offsets, marks = match.run(children)
     except _Unmatched:
-        return None
-    return _trimmed(Unit(base, base + len(text), plain, [base + o for o in offsets], marks))
+        return _raw_unit(text, base)
+    lead, tail = len(plain) - len(plain.lstrip()), len(plain.rstrip())
+    # A space entity (&nbsp;) in the whitespace trimmed off either end is kept there, as written.
+    marks += [Mark(k, k, raw, at=at) for k, raw, at in match.spaces if k < lead or k >= tail]
+    escaped = "".join(sorted(match.escaped))
+    return _trimmed(Unit(base, base + len(text), plain, [base + o for o in offsets], marks, escaped=escaped))
+
+
+def _raw_unit(text: str, base: int) -> Unit | None:
+    """``text`` translated as plain text, markup and all, and flagged (``markup_unparsed``): never left
+    silently in the source language."""
+    unit = _trimmed(Unit(base, base + len(text), text, list(range(base, base + len(text) + 1))))
+    return replace(unit, start=unit.offsets[0], end=unit.offsets[-1], raw=True) if unit else None
+
+
+_ASCII_PUNCTUATION = frozenset(string.punctuation)
 
 
 class _Unmatched(Exception):
@@ -142,12 +168,15 @@ class _Unmatched(Exception):
 class _InlineMatch:
     """Walks markdown-it's inline tokens over the source line: plain text, its offsets, the marks."""
 
-    def __init__(self, source: str):
-        self.source, self.cursor = source, 0
+    def __init__(self, source: str, cell: bool = False):
+        self.source, self.cursor, self.cell = source, 0, cell
         self.plain: list[str] = []
         self.offsets: list[int] = []
         self.marks: list[Mark] = []
         self.open: list[tuple[int, int]] = []  # (plain offset, source offset) of marks still open
+        self.autolink = False
+        self.spaces: list[tuple[int, str, int]] = []  # (plain offset, source, source offset) of space entities
+        self.escaped: set[str] = set()
 
     def run(self, children: list[Any]) -> tuple[str, list[int], list[Mark]]:
         for token in children:
@@ -172,26 +201,35 @@ class _InlineMatch:
         return start
 
     def _text(self, token: Any) -> None:
-        for char in token.content:
-            self._char(char)
-
-    def _char(self, char: str) -> None:
-        source, at = self.source, self.cursor
-        if source.startswith(char, at):
-            width = len(char)
-        elif source.startswith("\\" + char, at):
-            width = 2
-        elif source.startswith("&", at) and (entity := re.match(r"&(?:#\d+|#x[0-9a-fA-F]+|\w+);", source[at:])):
-            if html.unescape(entity.group()) != char:
+        if self.autolink:  # markdown-it gives the address normalised (%20 decoded...): take it as written
+            end = self.source.find(">", self.cursor)
+            if end < 0:
+                raise _Unmatched("autolink")
+            self._append(self.source[self.cursor : end], self.cursor, each=True)
+            self.cursor = end
+            return
+        source = self.source
+        for char in token.content:  # text is the source as written, but for a tab read as a space
+            if not source.startswith(char, self.cursor) and not (char == " " and source.startswith("\t", self.cursor)):
                 raise _Unmatched(char)
-            width = entity.end()
-        elif char == " " and source.startswith("\t", at):
-            width = 1
-        else:
-            raise _Unmatched(char)
-        self.plain.append(char)
-        self.offsets.append(at)
-        self.cursor += width
+            self._append(char, self.cursor)
+            self.cursor += 1
+
+    def _text_special(self, token: Any) -> None:
+        """An entity (``&amp;``) or a backslash escape (``\\*``): ``markup`` is its source, ``content`` its text.
+        A table cell's escaped pipe is an atom: written unescaped, it would end the cell."""
+        at = self._expect(token.markup)
+        if self.cell and token.markup == "\\|":
+            self.marks.append(Mark(len(self.plain), len(self.plain), token.markup, at=at))
+            return
+        if not token.content.strip():
+            self.spaces.append((len(self.plain), token.markup, at))
+        self.escaped |= set(token.content) & _ASCII_PUNCTUATION
+        self._append(token.content, at)
+
+    def _append(self, text: str, at: int, each: bool = False) -> None:
+        self.plain.extend(text)  # one entry a character: marks count them
+        self.offsets += [at + k for k in range(len(text))] if each else [at] * len(text)
 
     def _softbreak(self, token: Any) -> None:
         raise _Unmatched("softbreak")
@@ -211,17 +249,19 @@ class _InlineMatch:
     def _link_open(self, token: Any) -> None:
         if token.markup == "autolink":
             self.open.append((len(self.plain), self._expect("<")))
+            self.autolink = True
         else:
             self.open.append((len(self.plain), self._expect("[")))
 
     def _link_close(self, token: Any) -> None:
         plain_start, source_start = self.open.pop()
         if self.source[source_start] == "<":
+            self.autolink = False
             self._expect(">")
             self.marks.append(Mark(plain_start, len(self.plain), "<", ">", verbatim=True, at=source_start))
             return
         close_start = self._expect("]")
-        self.cursor = _bracket_tail(self.source, self.cursor)
+        self.cursor = _link_tail(self.source, self.cursor)
         close = self.source[close_start : self.cursor]
         self.marks.append(Mark(plain_start, len(self.plain), "[", close, at=source_start))
 
@@ -244,11 +284,14 @@ class _InlineMatch:
         self.marks.append(Mark(plain_start, len(self.plain), open_text, close_text, verbatim=True, at=start))
 
     def _image(self, token: Any) -> None:
+        from markdown_it.helpers import parseLinkLabel
+        from markdown_it.rules_inline import StateInline
+
         start = self._expect("![")
-        close = self.source.find("]", self.cursor)
+        close = parseLinkLabel(StateInline(self.source, _markdown(), {}, []), start + 1)
         if close < 0:
             raise _Unmatched("image")
-        self.cursor = _bracket_tail(self.source, close + 1)
+        self.cursor = _link_tail(self.source, close + 1)
         self.marks.append(Mark(len(self.plain), len(self.plain), self.source[start : self.cursor], at=start))
 
     def _html_inline(self, token: Any) -> None:
@@ -256,22 +299,27 @@ class _InlineMatch:
         self.marks.append(Mark(len(self.plain), len(self.plain), self.source[start : self.cursor], at=start))
 
 
-def _bracket_tail(source: str, at: int) -> int:
-    """Past a link's destination: ``(url "title")``, ``[ref]`` or nothing (a shortcut reference)."""
-    if source.startswith("(", at):
-        depth, i = 0, at
-        while i < len(source):
-            depth += {"(": 1, ")": -1}.get(source[i], 0)
-            i += 1
-            if depth == 0:
-                return i
+def _link_tail(source: str, at: int) -> int:
+    """Past an inline link's ``(destination "title")``, read as markdown-it reads it (rules_inline/link.py).
+    A line is parsed without the document's reference definitions, so its links are all inline ones."""
+    from markdown_it.helpers import parseLinkDestination, parseLinkTitle
+
+    md, end = _markdown(), len(source)
+    skip = lambda pos: next((k for k in range(pos, end) if source[k] not in " \t\n"), end)
+    if not source.startswith("(", at):
         raise _Unmatched("link destination")
-    if source.startswith("[", at):
-        close = source.find("]", at)
-        if close < 0:
-            raise _Unmatched("link reference")
-        return close + 1
-    return at
+    pos = skip(at + 1)
+    destination = parseLinkDestination(source, pos, end)
+    if pos < end and destination.ok:
+        if md.validateLink(md.normalizeLink(destination.str)):
+            pos = destination.pos
+        start, pos = pos, skip(pos)
+        title = parseLinkTitle(source, pos, end)
+        if pos < end and start != pos and title.ok:
+            pos = skip(title.pos)
+    if not source.startswith(")", pos):
+        raise _Unmatched("link destination")
+    return pos + 1
 
 
 def _trimmed(unit: Unit) -> Unit | None:
@@ -280,9 +328,11 @@ def _trimmed(unit: Unit) -> Unit | None:
     length = len(unit.plain.strip())
     if not length:
         return None
-    clamp = lambda offset: min(length, max(0, offset - lead))  # noqa: E731
+    clamp = lambda offset: min(length, max(0, offset - lead))
     marks = [Mark(clamp(m.start), clamp(m.end), m.open, m.close, m.verbatim, m.at) for m in unit.marks]
-    return Unit(unit.start, unit.end, unit.plain[lead : lead + length], unit.offsets[lead : lead + length + 1], marks)
+    return replace(
+        unit, plain=unit.plain[lead : lead + length], offsets=unit.offsets[lead : lead + length + 1], marks=marks
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -295,6 +345,17 @@ BLOCKS = frozenset(
 )
 UNTRANSLATED = frozenset("script style pre textarea template svg math noscript".split())  # their content stays
 VERBATIM_INLINE = frozenset("code kbd samp var tt".split())  # inline, and their text is copied as it is
+# Elements with no content and no end tag (the HTML standard's void elements, and the obsolete ones parsed
+# the same way): atoms. Those that are also BLOCKS (br, hr) separate units instead.
+VOID = frozenset(
+    "area base br col embed hr img input link meta source track wbr basefont bgsound frame keygen param".split()
+)
+# What ``html.unescape`` decodes: an entity with or without its semicolon (html.parser hands such text over
+# as data at the end of the input).
+_BAD_CHARREF = re.compile(r"&#(?!(?:[0-9]+|[xX][0-9a-fA-F]+)[^0-9a-fA-F])")  # where html.parser's charref fails
+_COMMENT_CLOSE = re.compile(r"--!?\s*>")
+_SECTION_CLOSE = re.compile(r"\]\s*\]?\s*>")
+_CHARREF = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")
 
 
 class HtmlUnits(HTMLParser):
@@ -309,7 +370,11 @@ class HtmlUnits(HTMLParser):
         self._reset()
 
     def run(self) -> list[Unit]:
-        self.feed(self.document)
+        # html.parser stops at an "&#" that starts no character reference and, at the end, hands over all
+        # that follows, tags included, as text; and it drops the "&" of "&T" at the very end. So it reads a
+        # copy where such an "&" is a "_", with a space after the end; the handlers take their text from
+        # the document itself.
+        self.feed(_BAD_CHARREF.sub("_#", self.document) + " ")
         self.close()
         self._flush()
         return self.found
@@ -327,6 +392,8 @@ class HtmlUnits(HTMLParser):
         return self.line_starts[line - 1] + column
 
     def _flush(self) -> None:
+        for _, start, open_text, _, at in self.stack:  # a tag never closed: kept where it stood, as an atom
+            self.marks.append(Mark(start, start, open_text, at=at))
         if self.start is not None and self.plain:
             unit = Unit(self.start, self.end, "".join(self.plain), [*self.offsets, self.end], self.marks)
             if (trimmed := _trimmed(unit)) is not None:
@@ -339,8 +406,8 @@ class HtmlUnits(HTMLParser):
         self.end = max(self.end, end)
 
     def handle_starttag(self, tag: str, attrs: Any) -> None:
-        raw = self.get_starttag_text() or ""
         at = self._position()
+        raw = self.document[at : at + len(self.get_starttag_text() or "")]
         if self.skipping:
             return
         if tag in UNTRANSLATED:
@@ -348,7 +415,7 @@ class HtmlUnits(HTMLParser):
             self.skipping = tag
         elif tag in BLOCKS:
             self._flush()
-        elif tag == "img" or tag in ("wbr", "input"):
+        elif tag in VOID:
             self._touch(at, at + len(raw))
             self.marks.append(Mark(len(self.plain), len(self.plain), raw, at=at))
         else:
@@ -357,7 +424,7 @@ class HtmlUnits(HTMLParser):
 
     def handle_startendtag(self, tag: str, attrs: Any) -> None:
         self.handle_starttag(tag, attrs)
-        if tag not in BLOCKS and tag not in ("img", "wbr", "input") and not self.skipping:
+        if tag not in BLOCKS and tag not in VOID and not self.skipping:
             self.handle_endtag(tag)
 
     def handle_endtag(self, tag: str) -> None:
@@ -383,10 +450,20 @@ class HtmlUnits(HTMLParser):
         if self.skipping:
             return
         at = self._position()
+        data = self.document[at : at + len(data)]  # as written (the parser reads a copy: see ``run``)
         if not data.strip() and self.start is None:
             return
         if data.strip():
             self._touch(at + len(data) - len(data.lstrip()), at + len(data.rstrip()))
+        cursor = 0
+        for entity in _CHARREF.finditer(data):  # only in the text html.parser hands over at the end
+            self._characters(data[cursor : entity.start()], at + cursor)
+            self.plain += html.unescape(entity.group())
+            self.offsets += [at + entity.start()] * len(html.unescape(entity.group()))
+            cursor = entity.end()
+        self._characters(data[cursor:], at + cursor)
+
+    def _characters(self, data: str, at: int) -> None:
         for k, char in enumerate(data):
             self.plain.append(" " if char in "\r\n\t" else char)
             self.offsets.append(at + k)
@@ -405,21 +482,44 @@ class HtmlUnits(HTMLParser):
             self.offsets.append(at)
 
     def handle_entityref(self, name: str) -> None:
-        at = self._position()
-        end = self.document.find(";", at)
-        self._entity(self.document[at : end + 1] if end >= 0 and end - at <= 32 else f"&{name}")
+        self._consumed(f"&{name}")
 
     def handle_charref(self, name: str) -> None:
+        self._consumed(f"&#{name}")
+
+    def _consumed(self, raw: str) -> None:
+        """The entity as html.parser consumed it: ``&name``, and its semicolon when one follows."""
         at = self._position()
-        end = self.document.find(";", at)
-        self._entity(self.document[at : end + 1] if end >= 0 and end - at <= 12 else f"&#{name}")
+        self._entity(raw + ";" if self.document.startswith(";", at + len(raw)) else raw)
 
     def handle_comment(self, data: str) -> None:
+        at = self._position()
+        close = _COMMENT_CLOSE.match(self.document, at + 4 + len(data))
+        if self.document.startswith("<!--", at) and close:
+            self._atom(at, close.end())
+        else:  # a bogus comment: <!x>, </ x>
+            self._atom(at, self._past(">", at))
+
+    def handle_decl(self, decl: str) -> None:  # <!DOCTYPE html>
+        self._atom(self._position(), self._past(">", self._position()))
+
+    def handle_pi(self, data: str) -> None:  # <?php x ?>
+        self._atom(self._position(), self._past(">", self._position()))
+
+    def unknown_decl(self, data: str) -> None:  # <![CDATA[x]]>
+        at = self._position()
+        close = _SECTION_CLOSE.match(self.document, at + 3 + len(data))
+        self._atom(at, close.end() if close else self._past(">", at))
+
+    def _past(self, text: str, at: int) -> int:
+        end = self.document.find(text, at)
+        return end + len(text) if end >= 0 else len(self.document)
+
+    def _atom(self, at: int, end: int) -> None:
+        """Markup that is neither a tag nor text (a comment, a declaration): kept where it stands."""
         if not self.skipping and self.start is not None:
-            at = self._position()
-            raw = f"<!--{data}-->"
-            self._touch(at, at + len(raw))
-            self.marks.append(Mark(len(self.plain), len(self.plain), raw, at=at))
+            self._touch(at, end)
+            self.marks.append(Mark(len(self.plain), len(self.plain), self.document[at:end], at=at))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -438,10 +538,16 @@ _END_PUNCTUATION = re.compile(r"[\s.!?。！？…；;:：,，]*$")
 
 
 def place(
-    source: str, translation: str, marks: list[Mark], inner: dict[str, str], fmt: str = "text", last: bool = True
+    source: str,
+    translation: str,
+    marks: list[Mark],
+    inner: dict[str, str],
+    fmt: str = "text",
+    last: bool = True,
+    escaped: str = "",
 ) -> Placed:
     """Put each mark of ``source`` (a sentence's plain text) back into its ``translation``, written as
-    ``fmt`` writes text (HTML escaped).
+    ``fmt`` writes text (HTML escaped; in Markdown the characters the source ``escaped``, outside code).
 
     A mark around the whole sentence (or all but its final punctuation) goes around the whole
     translation; one around some words goes around the same words in the translation when they are
@@ -451,53 +557,79 @@ def place(
 
     Markdown emphasis follows CommonMark's flanking rules, which Chinese text trips: a closing ``**``
     after "。" and before more text is no closer, so it is put before the stop unless the sentence ends
-    its unit (``last``); and inside a word only ``*`` delimits, so ``_`` becomes ``*`` there."""
-    translation = escape(fmt, translation)
-    inner = {escape(fmt, k): escape(fmt, v) for k, v in inner.items()}
-    events: list[tuple[int, int, int, str]] = []  # (position, 0 close / 1 open, order, text)
+    its unit (``last``); and inside a word only ``*`` delimits, so ``_`` becomes ``*`` there.
+
+    Positions are found in the translation as the model wrote it and the text between marks is escaped
+    as it is written out, so no mark lands inside an escape (``&am<br>p;``)."""
+    events: list[tuple[int, int, int, str, int]] = []  # (position, 0 close / 1 open, rank, text, code +1/-1)
     moved = False
     body_end = len(translation) - len(_END_PUNCTUATION.search(translation).group())  # type: ignore[union-attr]
     source_body = len(source) - len(_END_PUNCTUATION.search(source).group())  # type: ignore[union-attr]
-    for order, mark in enumerate(sorted(marks, key=lambda m: (m.start, -m.end, m.at))):
-        if mark.start == mark.end:
+    # Marks opening at one place open in source order (an outer one's markup comes first; an atom
+    # before code stays before it) and close in the reverse order.
+    for order, mark in enumerate(sorted(marks, key=lambda m: (m.start, m.at, -m.end))):
+        if mark.start == mark.end:  # an atom, or an element around no words: put back whole
             at = _atom_position(mark.start, source, translation)
             moved |= 0 < mark.start < len(source)
-            events.append((at, 1, order, mark.open))
+            events.append((at, 1, order, mark.open + mark.close, 0))
             continue
-        span = _span(mark, source, source_body, translation, body_end, inner, fmt)
+        span = _span(mark, source, source_body, translation, body_end, inner)
         if span is None and mark.verbatim:  # code the translation lost: put it back whole, where it stood
             moved = True
             verbatim = mark.open + escape(fmt, source[mark.start : mark.end]) + mark.close
-            events.append((_atom_position(mark.start, source, translation), 1, order, verbatim))
+            events.append((_atom_position(mark.start, source, translation), 1, order, verbatim, 0))
             continue
-        if span is None:
-            moved, span = True, (0, len(translation))
+        rank = order
+        if span is None:  # around the whole translation, outside every other mark there
+            moved, span, rank = True, (0, len(translation)), order - len(marks)
         opening, closing = mark.open, mark.close
         if fmt == "markdown" and _delimiter(closing):
             if span != (0, len(translation)):
                 opening, closing = _asterisks(opening), _asterisks(closing)
             if not (last and span[1] == len(translation)):
                 span = (span[0], max(span[0] + 1, _before_stops(translation, span[1])))
-        events.append((span[0], 1, order, opening))
-        events.append((span[1], 0 if span[1] > span[0] else 2, -order, closing))  # an empty span: open, then close
-    out, cursor = [], 0
-    for position, _, _, text in sorted(events):
-        out += [translation[cursor:position], text]
-        cursor = position
-    return Placed("".join(out) + translation[cursor:], moved)
+        code = int(mark.verbatim)
+        events.append((span[0], 1, rank, opening, code))
+        events.append((span[1], 0 if span[1] > span[0] else 2, -rank, closing, -code))  # empty: open, then close
+    out, cursor, in_code = [], 0, 0
+    for position, _, _, text, code in _unmerged(sorted(events)) if fmt == "markdown" else sorted(events):
+        out += [escape(fmt, translation[cursor:position], "" if in_code else escaped), text]
+        cursor, in_code = position, in_code + code
+    return Placed("".join(out) + escape(fmt, translation[cursor:], escaped), moved)
+
+
+def _unmerged(events: list[tuple[int, int, int, str, int]]) -> list[tuple[int, int, int, str, int]]:
+    """Two emphases opening at one place (both moved around the whole translation) would read ``**``,
+    a strong one: the inner one is written with the other character (``*_x_*``)."""
+    swap = {"*": "_", "_": "*"}
+    renamed: set[int] = set()  # ranks of the marks written with the other character
+    previous: tuple[int, str] | None = None  # the opening just before: position, text as written
+    for position, kind, rank, text, _ in events:
+        if kind == 1 and text in swap and previous == (position, text):
+            renamed.add(rank)
+            text = swap[text]
+        previous = (position, text) if kind == 1 else None
+    return [
+        (position, kind, rank, swap[text] if (rank if kind else -rank) in renamed else text, code)
+        for position, kind, rank, text, code in events
+    ]
 
 
 def _span(
-    mark: Mark, source: str, source_body: int, translation: str, body_end: int, inner: dict[str, str], fmt: str
+    mark: Mark, source: str, source_body: int, translation: str, body_end: int, inner: dict[str, str]
 ) -> tuple[int, int] | None:
     if mark.start == 0 and mark.end >= len(source) and not mark.verbatim:
         return 0, len(translation)
     if mark.start == 0 and mark.end >= source_body and not mark.verbatim:
         return 0, body_end
-    words = escape(fmt, source[mark.start : mark.end])
-    for candidate in (words, inner.get(words)):
-        if candidate and translation.count(candidate) == 1:
-            at = translation.index(candidate)
+    words = source[mark.start : mark.end]
+    for candidate in (words, inner.get(words, "")):
+        found = [m.start() for m in re.finditer(re.escape(candidate), translation)] if candidate else []
+        if len(found) > 1:  # words the translation has more than once: the ones nearest where they stood
+            expected = _atom_position(mark.start, source, translation)
+            found = [min(found, key=lambda at: abs(at - expected))]
+        if len(found) == 1:
+            at = found[0]
             end = at + len(candidate)
             if end < len(translation):  # "**3个苹果。**汤姆" would not read as emphasis: keep the stop outside
                 end -= len(_END_PUNCTUATION.search(candidate).group())  # type: ignore[union-attr]
@@ -541,6 +673,12 @@ def needs_inner(source: str, marks: list[Mark]) -> list[str]:
     ]
 
 
-def escape(fmt: str, text: str) -> str:
-    """A translation as the format writes text: HTML escapes ``&``, ``<``, ``>``."""
-    return html.escape(text, quote=False) if fmt == "html" else text
+def escape(fmt: str, text: str, escaped: str = "") -> str:
+    """A translation as the format writes text: HTML escapes ``&``, ``<``, ``>``; Markdown puts a backslash
+    before each of the ``escaped`` characters (those its source wrote as ``\\*`` or ``&lt;``: written
+    bare, they could be markup)."""
+    if fmt == "html":
+        return html.escape(text, quote=False)
+    if fmt == "markdown" and escaped:
+        return re.sub(f"[{re.escape(escaped)}]", lambda m: "\\" + m.group(), text)
+    return text

@@ -24,7 +24,9 @@ def split_long(sentence: Sentence, count: Callable[[str], int], budget: int) -> 
     return [_piece(sentence, start, end) for start, end in spans]
 
 
-def _fit(text, start, end, count, budget, patterns) -> list[tuple[int, int]]:
+def _fit(
+    text: str, start: int, end: int, count: Callable[[str], int], budget: int, patterns: tuple[re.Pattern[str], ...]
+) -> list[tuple[int, int]]:
     """Spans of ``text[start:end]`` within budget, cutting after matches of the first pattern that helps."""
     if count(text[start:end]) <= budget:
         return [(start, end)]
@@ -43,8 +45,9 @@ def _fit(text, start, end, count, budget, patterns) -> list[tuple[int, int]]:
     return spans
 
 
-def _by_characters(text, start, end, count, budget) -> list[tuple[int, int]]:
-    spans, piece_start = [], start
+def _by_characters(text: str, start: int, end: int, count: Callable[[str], int], budget: int) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    piece_start = start
     for i in range(start + 1, end + 1):
         if i == end or count(text[piece_start : i + 1]) > budget:
             spans.append((piece_start, i))

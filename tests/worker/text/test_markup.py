@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from html.parser import HTMLParser
 from typing import Any
 
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from worker.documents import DocumentTranslator
 from worker.engine.search import DecodingOptions
 from worker.engine.translator import Translation
+from worker.text.degeneration import SYMPTOMS
 from worker.text.markup import Mark, place, units
 
 SENTENCES = ["Tom has 3 apples.", "The meeting starts at 9 am.", "Where is the park?", "Delivery is free today."]
@@ -179,7 +181,7 @@ BLOCKS_HTML = [
 
 
 def _fill(template: str, rng: random.Random) -> str:
-    sentence = lambda: rng.choice(SENTENCES)  # noqa: E731
+    sentence = lambda: rng.choice(SENTENCES)
     return template.format(s=sentence(), a="Tom has", b="today.", w=rng.choice(["3 apples", "the park", "free"]))
 
 
@@ -212,3 +214,218 @@ def test_the_text_format_leaves_markup_to_the_model() -> None:
 def test_unknown_formats_are_refused_naming_the_known_ones() -> None:
     with pytest.raises(ValueError, match="text, markdown, html"):
         DocumentTranslator(StandIn(), format="rst")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------------
+# Nothing lost, nothing repeated, nothing silently left in the source language
+
+
+class Identity(StandIn):
+    """The translation is the source: whatever the output loses or repeats, the markup layer did. Every
+    sentence counts as a whole window's worth of tokens, so each is translated alone: an English
+    "translation" of several sentences would not split back the way the source did (not a markup matter)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokenizer = type("Tokenizer", (), {"encode": staticmethod(lambda text: ["x"] * 32)})()
+
+    def _translate(self, text: str) -> str:
+        return text
+
+
+def identity(document: str, fmt: str):
+    (result,) = DocumentTranslator(Identity(), format=fmt, budget=32).translate([("d", document)])  # type: ignore[arg-type]
+    return result
+
+
+@pytest.mark.parametrize(
+    ("line", "plain"),
+    [
+        ("Tom &amp; Jerry are a pair.", "Tom & Jerry are a pair."),
+        ("AT&amp;T &#38; Co &AMP; more.", "AT&T & Co & more."),
+        ("Tom &amp;amp; Jerry.", "Tom &amp; Jerry."),
+        ("Tom \\\\ Jerry \\* here.", "Tom \\ Jerry * here."),
+        ("Tom &amp Jerry &copy here.", "Tom &amp Jerry &copy here."),  # no semicolon: no entity in CommonMark
+    ],
+)
+def test_markdown_entities_and_escapes_map_back_and_their_line_is_translated(line: str, plain: str) -> None:
+    (unit,) = units(line, "markdown")
+    assert (unit.plain, unit.raw) == (plain, False)
+    result = translate(line, "markdown")
+    assert not re.search("Tom|Jerry", result.translation) and result.status == "ok", result.translation
+    assert "markup_unparsed" not in result.flags
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "See [the docs](<a)b>) now, Tom.",
+        'See [the docs](b "t)") now, Tom.',
+        "![a [b] c](x.png) Tom has 3 apples.",
+        "Go to <http://a.b/%20x?y=1&amp;z> now, Tom.",
+    ],
+)
+def test_markdown_links_images_and_autolinks_map_back_and_their_line_is_translated(line: str) -> None:
+    (unit,) = units(line, "markdown")
+    assert not unit.raw and "Tom" in unit.plain
+    result = translate(line, "markdown")
+    assert "Tom" not in result.translation and "markup_unparsed" not in result.flags, result.translation
+    assert markdown_skeleton(result.translation) == markdown_skeleton(line)
+    same = identity(line, "markdown").translation
+    assert (markdown_skeleton(same), markdown_text(same)) == (markdown_skeleton(line), markdown_text(line))
+
+
+def test_a_table_cell_with_an_escaped_pipe_is_translated_and_the_pipe_kept_escaped() -> None:
+    doc = "| Tom \\| Jerry | `a\\|b` |\n|---|---|\n| x | y |"
+    first, second = units(doc, "markdown")[:2]
+    assert (first.plain, [m.open for m in first.marks]) == ("Tom  Jerry", ["\\|"])  # the pipe: an atom
+    assert (second.plain, [m.open for m in second.marks]) == ("a\\|b", ["`"])  # code: as it stands
+    result = translate(doc, "markdown")
+    assert "Tom" not in result.translation and result.translation.count("\\|") == 2, result.translation
+    assert markdown_skeleton(result.translation) == markdown_skeleton(doc)
+    assert identity(doc, "markdown").translation == doc
+
+
+def test_a_markdown_line_whose_markup_cannot_be_mapped_is_translated_as_text_and_flagged(monkeypatch) -> None:
+    from worker.text import markup
+
+    def unmatched(self: Any, children: Any) -> Any:
+        raise markup._Unmatched("test")
+
+    monkeypatch.setattr(markup._InlineMatch, "run", unmatched)
+    doc = "# Title\n\nTom has **3 apples**."
+    found = units(doc, "markdown")
+    assert [(u.plain, u.raw, doc[u.start : u.end]) for u in found] == [
+        ("Title", True, "Title"),
+        ("Tom has **3 apples**.", True, "Tom has **3 apples**."),
+    ]
+    result = translate(doc, "markdown")
+    assert "Tom" not in result.translation and result.translation.startswith("# ")
+    assert result.status == "partial" and "markup_unparsed" in result.flags
+    assert all("markup_unparsed" in s.flags for s in result.sentences)
+
+
+@pytest.mark.parametrize(
+    ("document", "plain"),
+    [
+        ("<p>AT&T rocks; yes</p>", "AT&T rocks; yes"),
+        ("<p>x &#169 y; z</p>", "x © y; z"),
+        ("<p>x &#x41z; &copy2 b; &amp c;</p>", "x Az; ©2 b; & c;"),
+        ("<p>a &amp; b &notin; c</p>", "a & b ∉ c"),
+        ("<p>a &amp", "a &"),  # at the end of the input the parser hands the entity over as data
+    ],
+)
+def test_html_entities_with_or_without_semicolon_are_decoded_once(document: str, plain: str) -> None:
+    (unit,) = units(document, "html")
+    assert unit.plain == plain
+    assert html_text(identity(document, "html").translation) == html_text(document)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "<p>Hello <meta charset=x> world</p>",
+        '<p>A <video controls><source src="a.mp4"><track src="t.vtt"></video> b</p>',
+        "<p>Tom <b>bye</p>",
+        "<p>Tom <b>has <i>three</b> apples</p>",
+        "<p>a <embed src=x> b <link rel=x> c <param name=x> d <area> e <col> f <base href=x> g</p>",
+        "<p>Tom <span class=x>has</p><p>three</span> apples</p>",
+        "<p>a <source src=x/> b</p>",
+    ],
+)
+def test_html_void_and_unclosed_tags_are_kept(document: str) -> None:
+    result = identity(document, "html")
+    assert tags(result.translation) == tags(document), result.translation
+    assert html_text(result.translation) == html_text(document)
+    assert result.status == "ok"
+
+
+def test_an_empty_element_put_back_on_its_own_keeps_its_close() -> None:
+    placed = place("A b", "甲 乙", [Mark(2, 2, "<video>", "</video>")], {}, "html")
+    assert "<video></video>" in placed.text
+
+
+def assert_status_explained(result: Any) -> None:
+    """Markup that could not be lifted out makes its document partial; nothing else here may, but the
+    translation checks (runs of spaces between atoms read as a repetition)."""
+    assert result.status == "ok" or set(result.flags) & (SYMPTOMS | {"markup_unparsed"}), result.flags
+    assert "markup_unparsed" not in result.flags or result.status != "ok"
+
+
+def tags(document: str) -> Counter[str]:
+    return Counter(map(repr, html_skeleton(document)))
+
+
+class _Text(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def html_text(document: str) -> str:
+    """The text a browser shows, entities decoded, without whitespace."""
+    parser = _Text()
+    parser.feed(document)
+    parser.close()
+    return "".join("".join(parser.text).split())
+
+
+def markdown_text(document: str) -> str:
+    from markdown_it import MarkdownIt
+
+    parser = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    text = [
+        child.content
+        for token in parser.parse(document)
+        for child in (token.children or [])
+        if child.type in ("text", "code_inline")
+    ]
+    return "".join("".join(text).split())
+
+
+WORDS = ["Tom", "has", "three", "apples", "the", "park", "is", "free", "today", "AT", "T", "où", "汤姆"]
+ENTITIES = ["&amp;", "&copy;", "&#169;", "&#xA9;", "&eacute;", "&notin;", "&AMP;", "&nbsp;", "&lt;", "&gt;", "&#35;"]
+BARE = ["&amp", "&copy", "&#169", "&#xa9", "&T", "&", "&unknown;", "&#;", "&#xZ;", "&# ", "&#169a"]  # HTML decodes some
+ONLY = {
+    True: ["<?php x ?>", "<!x>", "<![CDATA[y]]>", "<!-- z -->", "<code>x &lt; 1</code>",
+           '<a href="/x?a=1&amp;b=2">T</a>'],  # fmt: skip
+    False: ["\\*", "\\_", "\\[", "\\\\", "\\#", "\\>", "`x &lt; 1`", "*Tom has*", "**T**", "[T](/x?a=1&b=2)"],
+}
+VOID = ["<br>", "<hr>", '<img src="x.png">', "<wbr>", "<meta charset=x>", "<source src=a>", "<embed src=e>",
+        "<link rel=x>", "<param name=p>", "<track src=t>", "<area>", "<col>", "<base href=b>", "<input>",
+        "<br/>"]  # fmt: skip
+UNCLOSED = ["<b>", "<i>", '<span class="x">', "<a href=/x>", "</b>", "</span>"]
+
+
+def _pieces(html: bool) -> st.SearchStrategy[str]:
+    words = st.sampled_from(WORDS) | st.sampled_from(WORDS).map(lambda w: w + ";" if html else w + ".")
+    entities = st.sampled_from(ENTITIES + BARE + ONLY[html])
+    attached = st.tuples(st.sampled_from(WORDS), entities, st.sampled_from(WORDS)).map("".join)
+    tags = st.sampled_from(VOID + UNCLOSED) | st.sampled_from(["b", "i", "em"]).map(lambda t: f"<{t}>x</{t}>")
+    return words | entities | attached | tags
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(_pieces(html=True), min_size=1, max_size=12, unique=True), min_size=1, max_size=4),
+       st.booleans())  # fmt: skip
+def test_html_with_random_entities_void_and_unclosed_tags_keeps_every_tag_and_word_once(
+    blocks: list[list[str]], wrapped: bool
+) -> None:
+    document = "\n".join(f"<p>{' '.join(b)}</p>" if wrapped else " ".join(b) for b in blocks)
+    result = identity(document, "html")
+    assert tags(result.translation) == tags(document), result.translation
+    assert html_text(result.translation) == html_text(document), result.translation
+    assert_status_explained(result)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(_pieces(html=False), min_size=1, max_size=12, unique=True), min_size=1, max_size=4))
+def test_markdown_with_random_entities_and_inline_html_keeps_every_tag_and_word_once(blocks: list[list[str]]) -> None:
+    document = "\n\n".join(" ".join(b) for b in blocks)
+    result = identity(document, "markdown")
+    assert Counter(map(repr, markdown_skeleton(result.translation))) == Counter(map(repr, markdown_skeleton(document)))
+    assert markdown_text(result.translation) == markdown_text(document), result.translation
+    assert_status_explained(result)
