@@ -17,8 +17,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check worker export_tools jobs tests benchmarks scripts
-	$(BIN)/mypy worker export_tools jobs benchmarks scripts
+	$(BIN)/ruff check contract worker export_tools jobs tests benchmarks scripts
+	$(BIN)/mypy contract worker export_tools jobs benchmarks scripts  # pyproject: every def annotated
 
 test: lint
 	$(BIN)/pytest -q

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from export_tools.fixtures import demo_corpus
+from worker.engine.translator import Translator
 
 ARTIFACT = Path("build/bench-docs/demo")
 SIZES = (10, 100, 1000)
@@ -57,7 +58,7 @@ def main() -> None:
     plan_rows(translator)
 
 
-def plan_rows(translator) -> None:
+def plan_rows(translator: Translator) -> None:
     from worker.documents import DocumentTranslator
 
     documents = DocumentTranslator(translator, max_chars=11_000_000)

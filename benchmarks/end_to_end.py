@@ -56,14 +56,14 @@ def engine_alone(docs: list[tuple[str, str]]) -> Callable[[], float]:
 def job_system(docs: list[tuple[str, str]], root: Path) -> Iterator[Callable[[], tuple[float, float]]]:
     """Redis, moto's S3 and one warm worker; yields a run: (seconds from submit to the CLI's exit,
     seconds from the job's manifest to its ``_SUCCESS``)."""
+    from contract.job import read_job
+    from contract.storage import open_storage
     from tests.services import S3_ENV, RedisServer, S3Server, Worker
-    from worker.job import read_job
-    from worker.storage import open_storage
 
     redis, s3 = RedisServer().start(), S3Server().start()
     env = {"FANYI_BROKER_URL": redis.url, "FANYI_S3_ENDPOINT_URL": s3.url, **S3_ENV}
     os.environ.update(env)
-    from worker.storage import s3_client
+    from contract.storage import s3_client
 
     s3_client().create_bucket(Bucket="bench")
     with (root / "in.jsonl").open("w") as f:

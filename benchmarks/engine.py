@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -121,7 +122,7 @@ def _optimum_export(model_dir: Path) -> None:
 # Engines: each returns a function translating one batch of id lists (32 new tokens each)
 
 
-def _torch_engine(model_cls: Callable, path: Path, **kwargs) -> Callable[[list[list[int]]], None]:
+def _torch_engine(model_cls: Callable, path: Path, **kwargs: Any) -> Callable[[list[list[int]]], None]:
     import torch
 
     torch.set_num_threads(THREADS)

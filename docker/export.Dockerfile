@@ -24,6 +24,7 @@ RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['p
  && pip install --no-cache-dir ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} $(grep -E '^torch([<>=!~ ;[]|$)' requirements.txt) \
  && pip install --no-cache-dir -r requirements.txt
 COPY README.md ./
+COPY contract contract
 COPY worker worker
 COPY jobs jobs
 COPY export_tools export_tools

@@ -16,7 +16,7 @@ RUN python -c "import re, tomllib; p = tomllib.load(open('pyproject.toml', 'rb')
  && pip install --no-cache-dir -r requirements.txt
 COPY README.md ./
 COPY worker worker
-COPY jobs jobs
+COPY contract contract
 RUN pip install --no-cache-dir --no-deps .
 
 FROM base
@@ -27,7 +27,7 @@ RUN useradd --create-home --uid 10001 fanyi \
  && install -d -o fanyi -g fanyi /artifacts
 USER fanyi
 WORKDIR /home/fanyi
-# One process per GPU: FANYI_CONCURRENCY=1 sets Celery's worker_concurrency (worker.settings.worker_processes).
+# One process per GPU: FANYI_CONCURRENCY=1 sets Celery's worker_concurrency (contract.settings.worker_processes).
 ENV FANYI_DEVICE=cuda \
     FANYI_THREADS=1 \
     FANYI_CONCURRENCY=1 \

@@ -21,12 +21,12 @@ from typing import Any
 
 import onnx
 
+from contract.storage import UMASK
 from export_tools import architectures, precision, tokenization
 from export_tools.architectures import Architecture, ExportError
 from export_tools.export import OPSET, export_fp32, layer_shape, reorder_graph
 from export_tools.weights import save_shared
 from worker.artifact import ARTIFACT_FORMAT, MANIFEST, file_entries, sha256_file
-from worker.storage import UMASK
 
 PRECISIONS = ("fp32", "int8", "fp16")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")

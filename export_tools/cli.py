@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from export_tools.architectures import SUPPORTED, ExportError
 from export_tools.fixtures.names import LIKE
@@ -24,12 +26,12 @@ DEMO_CHECKPOINT = Path(__file__).parent / "fixtures" / "demo_model"
 DEMO_DEV_SET = Path(__file__).parent / "fixtures" / "demo_dev.jsonl"
 
 
-def _verifier(args: argparse.Namespace):
+def _verifier(args: argparse.Namespace) -> Callable[[Any, Path], None]:
     from export_tools import verify
 
     dev = verify.read_dev_set(Path(args.dev_set)) if args.dev_set else None
 
-    def check(source, root: Path) -> None:
+    def check(source: Any, root: Path) -> None:  # the source model (None: no parity check), the artifact
         report = verify.run(root, source if not args.skip_parity else None, dev, args.max_bleu_drop, _languages(args))
         print(json.dumps(report, indent=2, ensure_ascii=False))
 

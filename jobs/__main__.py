@@ -11,7 +11,7 @@
     python -m jobs demo                          the whole system on embedded defaults (see jobs/demo.py)
 
 A job's output prefix is found from --output, else FANYI_OUTPUT, else the Redis registry of
-submitted jobs. The broker is FANYI_BROKER_URL (see worker/settings.py for every setting).
+submitted jobs. The broker is FANYI_BROKER_URL (see contract/settings.py for every setting).
 
 Exit codes of `submit --wait` and `wait`: 0 succeeded, 4 completed with errors (some documents are
 error rows), 5 failed (every document is an error row), 6 cancelled, 3 timed out (--timeout), 1 the
@@ -111,9 +111,9 @@ def main(argv: list[str] | None = None) -> None:
 
         return demo(argv[1:])
     args = parser().parse_args(argv)
+    from contract.storage import StorageError
     from jobs.api import SubmitError, explain
     from jobs.spec import SpecError
-    from worker.storage import StorageError
 
     try:
         sys.exit(run(args))

@@ -28,12 +28,10 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from jobs.chunks import plan_chunks
-from jobs.inputs import collect
-from jobs.spec import JobSpec, SpecError, load_spec
-from worker import metrics, settings
-from worker.job import (
+from contract import cache, settings
+from contract.job import (
     TERMINAL,
+    TRANSLATE_CHUNK,
     Document,
     Job,
     check_job_id,
@@ -52,7 +50,10 @@ from worker.job import (
     read_job,
     write_job,
 )
-from worker.storage import Storage, StorageError, open_storage
+from contract.storage import Storage, StorageError, open_storage
+from jobs.chunks import plan_chunks
+from jobs.inputs import collect
+from jobs.spec import JobSpec, SpecError, load_spec
 
 if TYPE_CHECKING:
     from worker.tokenizer import Tokenizer
@@ -233,8 +234,7 @@ def _enqueue(job: Job, output: str, chunks: Sequence[int]) -> None:
         with app.connection_for_write(settings.BROKER_URL) as connection:  # the broker the settings name, now
             for chunk in chunks:
                 app.send_task(
-                    "fanyi.translate_chunk", args=[output, job.id, chunk], queue=job.queue,
-                    priority=job.spec.get("priority", 5), connection=connection,
+                    TRANSLATE_CHUNK, **job.chunk_message(output, chunk), connection=connection,
                     retry_policy={"max_retries": 2, "interval_start": 0.5, "interval_step": 1},
                 )  # fmt: skip
                 sent += 1
@@ -257,8 +257,7 @@ def explain(err: BaseException) -> str:
 
 def _register(job_id: str, output: str, documents: int) -> None:
     try:
-        metrics.cache().hset(metrics.JOBS_KEY, job_id, output)
-        metrics.cache().hsetnx(metrics.JOB_PROGRESS_KEY.format(job=job_id), "total", documents)
+        cache.register(job_id, output, documents)
     except Exception:  # noqa: BLE001 - a cache: `--output` finds the job without it
         pass
 
@@ -266,7 +265,7 @@ def _register(job_id: str, output: str, documents: int) -> None:
 def _recount(job_id: str, output: str) -> None:
     """Count a job's cached progress again from the parts in storage."""
     try:
-        metrics.rebuild_progress(job_id, output)
+        cache.rebuild_progress(job_id, output)
     except Exception:  # noqa: BLE001 - a cache: the tasks check storage when it cannot tell
         pass
 
@@ -280,7 +279,7 @@ def _storage(job_id: str, output: str | None) -> tuple[Storage, str]:
 
 def _registered(job_id: str) -> str | None:
     try:
-        found = metrics.cache().hget(metrics.JOBS_KEY, job_id)
+        found = cache.cache().hget(cache.JOBS_KEY, job_id)
         return found.decode() if found else None
     except Exception:  # noqa: BLE001 - a cache: `--output` finds the job without it
         return None
@@ -307,10 +306,8 @@ def status(job_id: str, output: str | None = None) -> JobStatus:
 
 
 def _chunks_running(output: str, job_id: str) -> bool:
-    from worker.watchdog import RUNNING_KEY
-
     try:
-        fields = metrics.cache().hkeys(RUNNING_KEY)
+        fields = cache.cache().hkeys(cache.RUNNING_KEY)
     except Exception:  # noqa: BLE001 - a cache: without it, nothing is known to be running
         return False
     return any(f.decode().startswith(f"{output}|{job_id}|") for f in fields)
@@ -328,7 +325,7 @@ def _cached_counts(job_id: str) -> Counts:
     """What the workers' progress counters say so far; unknown when Redis lost them."""
     try:
         found = {
-            k.decode(): int(v) for k, v in metrics.cache().hgetall(metrics.JOB_PROGRESS_KEY.format(job=job_id)).items()
+            k.decode(): int(v) for k, v in cache.cache().hgetall(cache.JOB_PROGRESS_KEY.format(job=job_id)).items()
         }
     except Exception:  # noqa: BLE001 - a cache: counted from storage instead
         return None, None, {}
@@ -377,7 +374,7 @@ def cancel(job_id: str, output: str | None = None) -> None:
     storage, _ = _storage(job_id, output)
     job = read_job(storage, job_id)
     storage.put(job.key("_CANCELLED"), f"cancelled at {time.time()}\n".encode())
-    metrics.record_ended(job_id)
+    cache.record_ended(job_id)
 
 
 def resume(job_id: str, output: str | None = None, *, retry_failed: bool = False) -> int:
@@ -391,7 +388,7 @@ def resume(job_id: str, output: str | None = None, *, retry_failed: bool = False
         raise SpecError(f"job {job_id} was compacted: its failed chunks' rows are inside compacted files; "
                         "submit those documents as a new job instead")  # fmt: skip
     storage.delete(job.key("_CANCELLED"))
-    metrics.record_ended(job_id, ended=False)
+    cache.record_ended(job_id, ended=False)
     if retry_failed:
         for chunk in failures(storage, job):
             storage.delete(part_key(job_id, chunk))

@@ -17,9 +17,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from contract.job import COMPACTED, Job, compacted_chunks, parquet_bytes, part_key, read_job, read_parquet
+from contract.storage import Storage
 from jobs.spec import SpecError
-from worker.job import COMPACTED, Job, compacted_chunks, parquet_bytes, part_key, read_job, read_parquet
-from worker.storage import Storage
 
 
 def compact(

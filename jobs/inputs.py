@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from contract.job import Document, read_parquet
+from contract.storage import S3Storage, StorageError, glob_keys
 from jobs.spec import JobSpec, SpecError
-from worker.job import Document, read_parquet
-from worker.storage import S3Storage, StorageError, glob_keys
 
 FORMATS = (".parquet", ".jsonl", ".txt")
 

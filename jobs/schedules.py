@@ -3,6 +3,9 @@
     FANYI_SCHEDULES=/etc/fanyi/schedules celery -A worker.app beat -S jobs.schedules.SpecScheduler
 
 Nothing is scheduled unless the operator names a folder (``examples/schedules/`` holds the demo's).
+Beat submits each run itself, in a thread of its own process (the producer side: it reads the corpus
+and the artifact's tokenizer, as ``jobs submit`` does); no task goes to the workers, which never
+import ``jobs``.
 
 RedBeat keeps the schedule and a lock in Redis, so a second beat process waits instead of
 firing too. A run submits its spec with the output under a dated prefix (``<output>/<date>``),
@@ -17,6 +20,8 @@ from running at once; a submission that failed frees the date for the next try.
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,12 +29,12 @@ from typing import Any
 
 from redbeat import RedBeatScheduler
 
+from contract import settings
+from contract.cache import SCHEDULE_LAST_KEY, SCHEDULE_RUN_KEY, cache
 from jobs.spec import JobSpec, SpecError, load_spec
-from worker import settings
 
 log = logging.getLogger(__name__)
-RUN_KEY = "fanyi:schedule:{name}:{date}"  # Redis: the job id a run submitted (kept 7 days)
-LAST_KEY = "fanyi:schedule:{name}:last"  # Redis: "<job id> <output>" of the latest run
+RUN_SCHEDULE = "fanyi.run_schedule"  # a beat entry's name for "submit this spec": run by beat, never sent
 
 
 def scheduled_specs(folder: Path) -> list[tuple[Path, JobSpec]]:
@@ -53,10 +58,9 @@ def beat_schedule(folder: str | None = settings.SCHEDULES) -> dict[str, dict[str
     for path, spec in scheduled_specs(Path(folder)):
         minute, hour, day, month, weekday = str(spec.schedule).split()
         entries[f"fanyi.schedule.{spec.name}"] = {
-            "task": "fanyi.run_schedule",
+            "task": RUN_SCHEDULE,
             "schedule": crontab(minute, hour, day, month, weekday),
             "args": [str(path)],
-            "options": {"queue": "translate.cpu", "priority": 0},
         }
     return entries
 
@@ -68,31 +72,47 @@ class SpecScheduler(RedBeatScheduler):
         app.conf.beat_schedule = beat_schedule()
         super().__init__(app, *args, **kwargs)
 
+    def send_task(self, name: str, args: Sequence[Any] = (), kwargs: Any = None, **options: Any) -> Any:
+        """A due run is submitted here, in a thread (a submission reads a whole corpus: beat keeps ticking)."""
+        if name != RUN_SCHEDULE:
+            return super().send_task(name, args, kwargs, **options)
+        thread = threading.Thread(target=_run_logged, args=(*args,), name=f"fanyi-schedule-{args[0]}", daemon=True)
+        thread.start()
+        return thread
+
+
+def _run_logged(spec_path: str) -> None:
+    try:
+        job_id = run_schedule(spec_path)
+    except Exception as err:  # noqa: BLE001 - one line in beat's log, as a failed task would be
+        log.error("schedule %s: the run could not be submitted: %s", spec_path, err)
+        return
+    log.info("schedule %s: %s", spec_path, f"submitted {job_id}" if job_id else "skipped")
+
 
 def run_schedule(spec_path: str, now: datetime | None = None) -> str | None:
     """Submit one run of a scheduled spec; its job id, or None when it is skipped."""
     from jobs import api
-    from worker import metrics
 
     spec = load_spec(spec_path)
     date = f"{(now or datetime.now(UTC)):%Y-%m-%d}"
-    cache = metrics.cache()
-    last = cache.get(LAST_KEY.format(name=spec.name))
+    redis = cache()
+    last = redis.get(SCHEDULE_LAST_KEY.format(name=spec.name))
     if last and _still_going(api, *last.decode().split(" ", 1)):
         log.warning("schedule %s: previous run %s is still going, not starting another", spec.name, last.decode())
         return None
-    run_key = RUN_KEY.format(name=spec.name, date=date)
-    if not cache.set(run_key, "submitting", nx=True, ex=7 * 24 * 3600):
+    run_key = SCHEDULE_RUN_KEY.format(name=spec.name, date=date)
+    if not redis.set(run_key, "submitting", nx=True, ex=7 * 24 * 3600):
         log.info("schedule %s already ran for %s", spec.name, date)
         return None
     dated = replace(spec, output=f"{spec.output.rstrip('/')}/{date}", schedule=None)
     try:
         job_id = api.submit(dated, job_id=f"{spec.name}-{date}")  # the same job for every try of this date
     except Exception:
-        cache.delete(run_key)  # the next try may run: it resumes this job if it was written, else submits it
+        redis.delete(run_key)  # the next try may run: it resumes this job if it was written, else submits it
         raise
-    cache.set(run_key, job_id, ex=7 * 24 * 3600)
-    cache.set(LAST_KEY.format(name=spec.name), f"{job_id} {dated.output}")
+    redis.set(run_key, job_id, ex=7 * 24 * 3600)
+    redis.set(SCHEDULE_LAST_KEY.format(name=spec.name), f"{job_id} {dated.output}")
     return job_id
 
 

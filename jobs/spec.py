@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from contract import settings
+
 MAX_SPEC_BYTES = 1_000_000  # a spec is a page of settings, never data
 MAX_CHUNK_DOCUMENTS = 10_000
 MAX_CHUNK_TOKENS = 10_000_000
@@ -80,7 +82,7 @@ class JobSpec:
     id_column: str = "id"
     text_column: str = "text"
     device: str = "cpu"
-    priority: int = 5
+    priority: int = settings.DEFAULT_PRIORITY
     chunk_documents: int = 64
     # Source tokens per task: what bounds its time. 20,000 is about a thousand sentences, minutes
     # per core for opus-mt-en-zh in INT8, well inside the default 900 s soft time limit.
@@ -90,10 +92,6 @@ class JobSpec:
     # long): an error row in the output and the job goes on, or the whole job refused at submit.
     on_bad_row: str = "error_row"
     options: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def queue(self) -> str:
-        return f"translate.{self.device}"
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -1,4 +1,4 @@
-"""The README's table of settings, made from ``worker/settings.py``: one row per ``FANYI_*`` variable,
+"""The README's table of settings, made from ``contract/settings.py``: one row per ``FANYI_*`` variable,
 its default and the comment beside it. ``python -m scripts.settings_table --write`` updates the README;
 ``tests/test_readme.py`` fails while the two differ."""
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SETTINGS = ROOT / "worker" / "settings.py"
+SETTINGS = ROOT / "contract" / "settings.py"
 README = ROOT / "README.md"
 BLOCK = re.compile(r"(<!-- settings -->\n).*?(<!-- /settings -->)", re.S)
 # _env("FANYI_NAME", "default") ... # what it means   (the default is optional)
@@ -18,7 +18,7 @@ SETTING = re.compile(r'_env\("(FANYI_\w+)"(?:,\s*("[^"]*"|\w+))?\).*#\s*(.+)$')
 
 
 def rows(source: str) -> list[tuple[str, str, str]]:
-    """(variable, default, meaning) of each setting, in the order ``worker/settings.py`` reads them."""
+    """(variable, default, meaning) of each setting, in the order ``contract/settings.py`` reads them."""
     found = []
     for line in source.splitlines():
         if match := SETTING.search(line):

@@ -1,4 +1,4 @@
-"""What the README promises a new user: its settings table is the one ``worker/settings.py`` reads,
+"""What the README promises a new user: its settings table is the one ``contract/settings.py`` reads,
 and its local example job is runnable as written."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from jobs.spec import load_spec
 from scripts.settings_table import README, ROOT, SETTINGS, readme_table, rows, table
 
 
-def test_the_readme_lists_every_setting_as_worker_settings_reads_it() -> None:
+def test_the_readme_lists_every_setting_as_the_settings_module_reads_it() -> None:
     assert readme_table(README.read_text()) == table(), "run `python -m scripts.settings_table --write`"
 
 

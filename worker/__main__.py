@@ -24,6 +24,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from contract import settings
 from worker.artifact import ArtifactError
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--max-chars",
         type=int,
-        default=1_000_000,
+        default=settings.MAX_DOCUMENT_CHARS,
         help="longer documents become error results asking to split them (--documents); planning takes ~9 s per MB",
     )
     return p

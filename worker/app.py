@@ -6,7 +6,7 @@ Delivery is at-least-once: a chunk is acknowledged only after its part is in sto
 (``task_acks_late``), requeued if its worker process dies (``task_reject_on_worker_lost``), and
 redelivered after ``FANYI_VISIBILITY_TIMEOUT`` if the whole worker vanished. So every task is
 idempotent (see ``worker.tasks``). Messages are JSON only: a pickled message is refused.
-Settings and their environment variables: ``worker.settings``.
+Settings and their environment variables: ``contract.settings``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from celery import Celery
 from celery.signals import task_received, worker_init, worker_process_init, worker_process_shutdown, worker_ready
 from kombu import Queue
 
-from worker import metrics, settings
+from contract import settings
+from contract.job import TRANSLATE_CHUNK
+from worker import metrics
 
 log = logging.getLogger(__name__)
 settings.check()
@@ -48,8 +50,8 @@ app.conf.update(
         "queue_order_strategy": "priority",
     },
     task_queues=[Queue(name, routing_key=name) for name in settings.QUEUES],
-    task_default_queue="translate.cpu",
-    task_default_priority=5,
+    task_default_queue=settings.queue_for("cpu"),
+    task_default_priority=settings.DEFAULT_PRIORITY,
     redbeat_redis_url=settings.CACHE_URL,
     redbeat_lock_timeout=300,  # seconds a dead beat's lock outlives it before another beat takes over
     worker_send_task_events=True,  # Flower and the event monitor see tasks
@@ -70,12 +72,6 @@ def _forget_process(pid: int | None = None, **_: object) -> None:
 
         multiprocess.mark_process_dead(pid)
 
-
-@app.task(name="fanyi.run_schedule")
-def run_schedule(spec_path: str) -> str | None:
-    from jobs.schedules import run_schedule
-
-    return run_schedule(spec_path)
 
 
 @worker_process_init.connect
@@ -138,5 +134,5 @@ def _own_engine_builds(queues: list[str]) -> bool:
 @task_received.connect
 def _watch_job(request: Any = None, **_: object) -> None:
     """In the main process: the watchdog follows every job a chunk of which reaches this worker."""
-    if WATCHDOG and request is not None and request.name == "fanyi.translate_chunk" and len(request.args) >= 2:
+    if WATCHDOG and request is not None and request.name == TRANSLATE_CHUNK and len(request.args) >= 2:
         WATCHDOG[0].saw(request.args[0], request.args[1])

@@ -26,12 +26,12 @@ import threading
 import time
 from typing import Any
 
-from worker import settings
+from contract import settings
+from contract.cache import CHUNK_KEY, LEASE_KEY, cache
 
 log = logging.getLogger(__name__)
 TTL = 7 * 24 * 3600  # seconds a chunk's record is kept
 STRIKES = 2  # deaths a document must have been in progress for before it is skipped as poison
-LEASE_KEY = "fanyi:delivery:{delivery}"  # present while that delivery's process is alive
 
 # KEYS[1] the chunk's hash; ARGV[1] the delivery that died; ARGV[2] "1": only if it is still the running one.
 # Counts the death, strikes the document it recorded it was on, erases its record.
@@ -59,8 +59,6 @@ return 1
 
 
 def _cache() -> Any:
-    from worker.metrics import cache
-
     return cache()
 
 
@@ -68,7 +66,7 @@ class Deliveries:
     """This delivery of one chunk: ``start`` when it begins, ``end`` (or ``timed_out``) when it stops."""
 
     def __init__(self, job_id: str, chunk: int, hostname: str = ""):
-        self.key = f"fanyi:chunk:{job_id}:{chunk}"
+        self.key = CHUNK_KEY.format(job=job_id, chunk=chunk)
         self.me = f"{hostname}:{os.getpid()}:{time.time():.6f}"
         self.deaths = 0
         self.poisoned: set[str] = set()

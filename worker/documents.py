@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from contract import settings
 from worker.engine.search import DecodingOptions
 from worker.engine.translator import Translation, Translator
 from worker.text import markup
@@ -32,7 +33,6 @@ from worker.text.stitch import render, stitch
 from worker.text.windows import Window, plan_windows
 
 DEFAULT_BUDGET = 64  # source tokens per window (capped by the model's positions); ~4 demo-domain sentences
-MAX_CHARS = 1_000_000  # longest document accepted; a longer one is an error result asking to split it
 # Control and zero-width characters become spaces: offsets stay those of the source text.
 # A sentence whose markup could not be lifted out went to the model markup and all: its document is partial.
 MARKUP_SYMPTOMS = frozenset({"markup_unparsed"})
@@ -95,7 +95,7 @@ class DocumentTranslator:
         *,
         budget: int = DEFAULT_BUDGET,
         overlap: int = 1,
-        max_chars: int = MAX_CHARS,
+        max_chars: int = settings.MAX_DOCUMENT_CHARS,  # a longer document is an error asking to split it
         format: str = "text",
     ):
         if format not in markup.FORMATS:

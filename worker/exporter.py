@@ -28,9 +28,8 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from worker import settings
-from worker.metrics import JOB_PROGRESS_KEY, JOBS_KEY, cache
-from worker.watchdog import WORKER_KEY
+from contract import settings
+from contract.cache import JOB_PROGRESS_KEY, JOBS_KEY, WORKER_KEY, cache
 
 log = logging.getLogger("fanyi.exporter")
 UNACKED_KEY = "unacked"  # kombu's Redis hash of delivered, unacknowledged messages: [message, exchange, queue]
@@ -157,7 +156,7 @@ class QueueCollector:
 
     def _rebuilt(self, job: str, output: str) -> dict[str, str]:
         """The cache lost this job's counters (a flush, a restart without disk): count them from storage."""
-        from worker.metrics import rebuild_progress
+        from contract.cache import rebuild_progress
 
         try:
             rebuild_progress(job, output)

@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from worker import settings
+from contract import settings
 
 LIVE_BEATS = 6  # heartbeats without a watchdog pass after which a worker is hung
 
@@ -166,7 +166,7 @@ def passes(check: dict[str, str]) -> bool:
                 f.flush()
                 os.fsync(f.fileno())
         elif kind == "storage":
-            from worker.storage import open_storage
+            from contract.storage import open_storage
 
             open_storage(target).list("_health-probe/")
         else:

@@ -29,15 +29,9 @@ from typing import Any, NoReturn
 from celery.exceptions import Reject, Retry, SoftTimeLimitExceeded
 from celery.utils.time import get_exponential_backoff_interval
 
-from worker import health, metrics, settings
-from worker.app import app
-from worker.artifact import ArtifactError
-from worker.deliveries import Deliveries
-from worker.documents import DocumentResult, DocumentTranslator
-from worker.engine.search import DecodingOptions
-from worker.engine.translator import Translator
-from worker.faults import ChunkFault, EnvironmentFault, Fault, classify
-from worker.job import (
+from contract import settings
+from contract.job import (
+    TRANSLATE_CHUNK,
     Document,
     Job,
     compacted_chunks,
@@ -49,7 +43,15 @@ from worker.job import (
     read_job,
     write_failed_chunk,
 )
-from worker.storage import open_storage
+from contract.storage import open_storage
+from worker import health, metrics
+from worker.app import app
+from worker.artifact import ArtifactError
+from worker.deliveries import Deliveries
+from worker.documents import DEFAULT_BUDGET, DocumentResult, DocumentTranslator
+from worker.engine.search import DecodingOptions
+from worker.engine.translator import Translator
+from worker.faults import ChunkFault, EnvironmentFault, Fault, classify
 from worker.watchdog import record_ended, record_running
 
 log = logging.getLogger(__name__)
@@ -71,7 +73,7 @@ class JobGone(Exception):
     """The job's manifest is not in storage: the job was deleted (or the output prefix is wrong)."""
 
 
-@app.task(name="fanyi.translate_chunk", bind=True, max_retries=None)
+@app.task(name=TRANSLATE_CHUNK, bind=True, max_retries=None)
 def translate_chunk(self: Any, output: str, job_id: str, chunk: int) -> str:
     """Only three things leave here: a return (the message is acknowledged: its part exists, or the job
     is gone, logged and counted), a ``Retry`` (a new message was sent first) or a ``Reject`` with
@@ -240,7 +242,7 @@ def _translate(job: Job, documents: list[tuple[str, str]], deliveries: Deliverie
     engine = DocumentTranslator(
         translator,
         overlap=spec_options.get("overlap", 1),
-        budget=spec_options.get("budget", 64),
+        budget=spec_options.get("budget", DEFAULT_BUDGET),
         format=spec_options.get("format", "text"),
     )
     options = translator.options(**{k: v for k, v in spec_options.items() if k in DECODING_OPTIONS})

@@ -28,12 +28,12 @@ import threading
 import time
 from typing import Any
 
-from worker import health, settings
+from contract import settings
+from contract.cache import REQUEUE_LOCK, RUNNING_KEY, WORKER_KEY, cache
+from contract.job import TRANSLATE_CHUNK
+from worker import health
 
 log = logging.getLogger(__name__)
-RUNNING_KEY = "fanyi:running"  # hash: "<output>|<job>|<chunk>" -> {"worker", "since"} of deliveries under way
-WORKER_KEY = "fanyi:worker:{hostname}"  # this worker's heartbeat: its health, expiring after 3 heartbeats
-REQUEUE_LOCK = "fanyi:requeue:{chunk}"  # one watchdog requeues an orphan, not every one that sees it
 # KEYS[1] a hash, ARGV[1] a field, ARGV[2] the value read: deletes the field only if it still holds that value
 _DELETE_IF = """
 if redis.call('hget', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('hdel', KEYS[1], ARGV[1]) end
@@ -47,7 +47,6 @@ def chunk_field(output: str, job_id: str, chunk: int) -> str:
 
 def record_running(output: str, job_id: str, chunk: int, hostname: str) -> str:
     """Record a delivery as under way; the record, for ``record_ended``."""
-    from worker.metrics import cache
 
     record = json.dumps({"worker": hostname, "since": time.time()})
     try:
@@ -59,7 +58,6 @@ def record_running(output: str, job_id: str, chunk: int, hostname: str) -> str:
 
 def record_ended(output: str, job_id: str, chunk: int, record: str) -> None:
     """Clear this delivery's record, not one another delivery of the chunk wrote since."""
-    from worker.metrics import cache
 
     try:
         cache().eval(_DELETE_IF, 1, RUNNING_KEY, chunk_field(output, job_id, chunk), record)
@@ -99,12 +97,10 @@ class Watchdog(threading.Thread):
             log.warning("watchdog: cannot record its beat: %s", err)
 
     def beat(self) -> None:
-        from worker.metrics import cache
 
         cache().set(WORKER_KEY.format(hostname=self.hostname), json.dumps(health.state()), ex=int(3 * self.interval))
 
     def requeue_orphans(self) -> None:
-        from worker.metrics import cache
 
         redis = cache()
         for field, raw in redis.hgetall(RUNNING_KEY).items():
@@ -140,15 +136,14 @@ class Watchdog(threading.Thread):
         redis.eval(_DELETE_IF, 1, RUNNING_KEY, name, raw)  # the record read, not one its new delivery wrote
 
     def _enqueue(self, output: str, job_id: str, chunk: int) -> None:
-        from worker.job import read_job
-        from worker.storage import open_storage
+        from contract.job import read_job
+        from contract.storage import open_storage
 
         job = read_job(open_storage(output), job_id)
         with self.app.connection_for_write(settings.BROKER_URL) as connection:
             self.app.send_task(
-                "fanyi.translate_chunk", args=[output, job_id, chunk], queue=job.queue,
-                priority=job.spec.get("priority", 5), connection=connection,
-            )  # fmt: skip
+                TRANSLATE_CHUNK, **job.chunk_message(output, chunk), connection=connection
+            )
 
     def finalize_jobs(self) -> None:
         """Jobs whose chunks passed through here, checked against storage once a minute until they end."""
@@ -170,8 +165,8 @@ class Watchdog(threading.Thread):
     @staticmethod
     def _finalize(output: str, job_id: str) -> bool:
         """Whether the job needs no more watching: it ended, is cancelled or is gone."""
-        from worker.job import finalize, read_job
-        from worker.storage import open_storage
+        from contract.job import finalize, read_job
+        from contract.storage import open_storage
 
         storage = open_storage(output)
         try:

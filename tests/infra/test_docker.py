@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from contract import settings
 from jobs.spec import load_spec
-from worker import settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -20,7 +20,7 @@ COMPOSE = yaml.safe_load((DOCKER / "compose.yaml").read_text())
 
 def settings_the_code_reads() -> set[str]:
     names: set[str] = set()
-    for path in [*ROOT.glob("worker/**/*.py"), *ROOT.glob("jobs/**/*.py")]:
+    for path in [*ROOT.glob("contract/**/*.py"), *ROOT.glob("worker/**/*.py"), *ROOT.glob("jobs/**/*.py")]:
         names |= set(re.findall(r"\bFANYI_[A-Z0-9_]+\b", path.read_text()))
     return names
 
@@ -44,8 +44,9 @@ def check_command(command: list[str]) -> None:
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
 def test_dockerfiles_pin_their_bases_run_as_a_user_and_copy_files_that_exist(dockerfile: Path) -> None:
     text = dockerfile.read_text()
+    named = set(re.findall(r"^FROM \S+ AS (\S+)", text, re.M))  # an earlier stage
     for base in re.findall(r"^FROM (\S+)", text, re.M):
-        assert base in ("base", "build") or re.search(r":\d[\w.-]*$", base), f"{base} is not pinned"
+        assert base in named or re.search(r":\d[\w.-]*$", base), f"{base} is not pinned"
     assert re.search(r"^USER (?!root)\S+", text, re.M)
     for sources in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
         for source in sources.split():
@@ -98,7 +99,7 @@ def test_the_compose_job_spec_is_valid() -> None:
 # --- issue 13: healthchecks, /artifacts, the torch index, process counts, layer order ---------------------------
 
 WORKER_DOCKERFILES = [DOCKER / "worker-cpu.Dockerfile", DOCKER / "worker-gpu.Dockerfile"]
-SOURCES = ("worker", "jobs", "export_tools")
+SOURCES = ("worker", "contract", "jobs", "export_tools")
 REGISTRY_URL = re.compile(r"https?://[^\s/\"']*(pypi|pytorch\.org|pythonhosted)", re.I)
 
 
@@ -119,6 +120,37 @@ def stages(dockerfile: Path) -> list[list[tuple[str, str]]]:
             result.append([])
         result[-1].append(instruction)
     return result
+
+
+def lineage(dockerfile: Path, target: str | None = None) -> list[tuple[str, str]]:
+    """The instructions that make the image of stage ``target`` (the last stage: the default build), from
+    the first stage of its ``FROM`` chain down; an instruction's ``COPY --from`` stage is not followed."""
+    by_name = {}
+    for stage in stages(dockerfile):
+        by_name[stage[0][1].split()[-1] if " AS " in stage[0][1].upper() else str(len(by_name))] = stage
+    stage = by_name[target] if target else stages(dockerfile)[-1]
+    parent = stage[0][1].split()[0]
+    return [*(lineage(dockerfile, parent) if parent in by_name else []), *stage]
+
+
+def copied_sources(dockerfile: Path, target: str | None = None) -> set[str]:
+    """The repository folders the image of ``target`` is built from, through the stages it copies from."""
+    found: set[str] = set()
+    for op, args in lineage(dockerfile, target):
+        if op == "COPY" and args.startswith("--from="):
+            found |= copied_sources(dockerfile, args.split()[0].removeprefix("--from="))
+        elif op == "COPY":
+            found |= {source.rstrip("/") for source in args.split()[:-1]}
+    return found
+
+
+def test_the_worker_images_carry_no_producer_code_and_the_producer_image_does() -> None:
+    for dockerfile in WORKER_DOCKERFILES:
+        assert {"worker", "contract"} <= copied_sources(dockerfile) and "jobs" not in copied_sources(dockerfile)
+    producer = copied_sources(DOCKER / "worker-cpu.Dockerfile", "producer")
+    assert {"worker", "contract", "jobs"} <= producer
+    for name in ("beat", "submit"):
+        assert COMPOSE["services"][name]["build"].get("target") == "producer", name
 
 
 def dependency_install(dockerfile: Path) -> str:
@@ -165,7 +197,7 @@ def test_worker_images_check_their_health_with_our_command(dockerfile: Path) -> 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
 def test_images_create_artifacts_owned_by_their_user_before_switching_to_it(dockerfile: Path) -> None:
-    final = stages(dockerfile)[-1]
+    final = lineage(dockerfile)
     users = [i for i, (op, _) in enumerate(final) if op == "USER"]
     assert users, dockerfile.name
     user = final[users[0]][1].split(":")[0]

@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from contract import settings
 from tests.infra.test_docker import check_command, settings_the_code_reads
-from worker import settings
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "infra" / "k8s"
@@ -622,6 +622,7 @@ def exported_metric_names(redis_url: str) -> set[str]:
     """Every sample name the worker and the exporter serve."""
     import redis as redis_client
 
+    from contract import cache
     from worker import exporter, metrics
     from worker.exporter import QueueCollector
 
@@ -631,7 +632,7 @@ def exported_metric_names(redis_url: str) -> set[str]:
             suffixes = ("_total",) if value._type == "counter" else ("_bucket", "_count", "_sum")
             names |= {value._name + suffix for suffix in suffixes}
     redis_client.Redis.from_url(redis_url).ping()
-    caches = [f for f in (metrics.cache, getattr(exporter, "broker", None)) if hasattr(f, "cache_clear")]
+    caches = [f for f in (cache.cache, getattr(exporter, "broker", None)) if hasattr(f, "cache_clear")]
     for f in caches:
         f.cache_clear()
     saved = settings.CACHE_URL, settings.BROKER_URL

@@ -35,7 +35,7 @@ def services(redis_url, s3_server, monkeypatch, tmp_path):
     redis.Redis.from_url(redis_url).flushdb()
     for key, value in {**S3_ENV, "FANYI_S3_ENDPOINT_URL": s3_server.url}.items():
         monkeypatch.setenv(key, value)
-    from worker.storage import s3_client
+    from contract.storage import s3_client
 
     bucket = f"fanyi-{tmp_path.name.lower().replace('_', '-')[-40:]}".rstrip("-")
     s3_client().create_bucket(Bucket=bucket)

@@ -7,9 +7,9 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from contract.storage import open_storage
 from tests.jobs.conftest import jobs_cli, spec
 from tests.jobs.test_reliability import output_rows
-from worker.storage import open_storage
 
 
 def _bad_inputs(tmp_path) -> tuple[list[str], dict[str, str]]:

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from contract.job import read_rows
+from contract.storage import open_storage
 from tests.services import ROOT
-from worker.job import read_rows
-from worker.storage import open_storage
 
 
 def test_the_demo_prints_chinese_translations_and_leaves_results_any_reader_reads(tmp_path, demo_artifact) -> None:

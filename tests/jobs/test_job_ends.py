@@ -15,14 +15,14 @@ from pathlib import Path
 
 import redis
 
+from contract.job import input_key, part_key
+from contract.storage import open_storage
 from tests.faulty_proxy import FaultyProxy
 from tests.jobs.conftest import corpus, jobs_cli, spec
 from tests.jobs.test_reliability import assert_each_id_once, output_rows, submit, wait
 from tests.services import ROOT, RedisServer, wait_for
 from tests.tcp_cutter import TcpCutter
 from worker.artifact import MANIFEST, file_entries
-from worker.job import input_key, part_key
-from worker.storage import open_storage
 
 
 def health(worker) -> dict:

@@ -62,16 +62,17 @@ def _answers(port: int) -> bool:
 @pytest.fixture
 def redis_of_its_own(monkeypatch) -> Iterator[RedisServer]:
     """A Redis this test may stop, with this process's broker and cache pointed at it."""
-    from worker import exporter, metrics, settings
+    from contract import cache, settings
+    from worker import exporter
 
     server = RedisServer().start()
     monkeypatch.setattr(settings, "CACHE_URL", server.url)
     monkeypatch.setattr(settings, "BROKER_URL", server.url)
-    metrics.cache.cache_clear()
+    cache.cache.cache_clear()
     exporter.broker.cache_clear()
     yield server
     server.stop()
-    metrics.cache.cache_clear()
+    cache.cache.cache_clear()
     exporter.broker.cache_clear()
 
 
@@ -110,22 +111,22 @@ def test_the_backlog_is_every_priority_list_plus_what_workers_hold(redis_of_its_
 
 
 def _lists(queue: str) -> list[str]:
-    from worker import settings
+    from contract import settings
 
     return settings.priority_lists(queue)
 
 
 def test_ended_jobs_are_exported_for_the_retention_then_leave_the_registry(redis_of_its_own) -> None:
+    from contract import cache
     from jobs import api
-    from worker import metrics
     from worker.exporter import QueueCollector
 
     now = [time.time()]  # record_ended stamps the real time
     collector = QueueCollector(retention=3600, clock=lambda: now[0])
     for job, total, done in (("finished", 10, 10), ("cancelled", 10, 4), ("running", 10, 4)):
         api._register(job, "/results", total)
-        metrics.cache().hset(metrics.JOB_PROGRESS_KEY.format(job=job), "documents", done)
-    metrics.record_ended("cancelled")  # what `jobs cancel` does
+        cache.cache().hset(cache.JOB_PROGRESS_KEY.format(job=job), "documents", done)
+    cache.record_ended("cancelled")  # what `jobs cancel` does
 
     def series() -> dict[str, dict[str, float]]:
         found: dict[str, dict[str, float]] = {}
@@ -141,10 +142,10 @@ def test_ended_jobs_are_exported_for_the_retention_then_leave_the_registry(redis
     now[0] += 3601
     later = series()
     assert later["fanyi_job_documents_done"] == {"running": 4}
-    assert set(metrics.cache().hkeys(metrics.JOBS_KEY)) == {b"running"}
-    assert not metrics.cache().exists(metrics.JOB_PROGRESS_KEY.format(job="finished"))
-    metrics.record_ended("running")
-    metrics.record_ended("running", ended=False)  # cancelled, then resumed: running again
+    assert set(cache.cache().hkeys(cache.JOBS_KEY)) == {b"running"}
+    assert not cache.cache().exists(cache.JOB_PROGRESS_KEY.format(job="finished"))
+    cache.record_ended("running")
+    cache.record_ended("running", ended=False)  # cancelled, then resumed: running again
     now[0] += 7200
     assert series()["fanyi_job_documents_done"] == {"running": 4}
 

@@ -6,11 +6,11 @@ import collections
 import json
 import urllib.request
 
+from contract.job import ROW_FIELDS, part_key, read_rows
+from contract.storage import open_storage
 from tests.faulty_proxy import FaultyProxy
 from tests.jobs.conftest import corpus, jobs_cli, spec
 from tests.services import RedisServer, free_port, wait_for
-from worker.job import ROW_FIELDS, part_key, read_rows
-from worker.storage import open_storage
 
 
 def output_rows(output: str, job_id: str) -> list[dict]:

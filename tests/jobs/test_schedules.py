@@ -16,13 +16,13 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def producer(services, monkeypatch):
     """This process's producer (jobs.api) pointed at the test Redis."""
-    from worker import metrics, settings
+    from contract import cache, settings
 
     monkeypatch.setattr(settings, "CACHE_URL", services["redis"])
     monkeypatch.setattr(settings, "BROKER_URL", services["redis"])
-    metrics.cache.cache_clear()
+    cache.cache.cache_clear()
     yield
-    metrics.cache.cache_clear()
+    cache.cache.cache_clear()
 
 
 def test_nothing_is_scheduled_unless_a_folder_is_named_and_the_demo_schedule_loads_from_its_own() -> None:
@@ -38,6 +38,22 @@ def test_nothing_is_scheduled_unless_a_folder_is_named_and_the_demo_schedule_loa
     assert Path(demo.inputs[0]) == ROOT / "examples" / "corpus.jsonl" and Path(demo.artifact) == ROOT / "artifacts/demo"
     with pytest.raises(SpecError, match="not a folder"):
         beat_schedule(str(ROOT / "no-such-folder"))
+
+
+def test_beat_submits_a_due_run_itself_and_sends_the_workers_no_task(tmp_path, services, demo_artifact, producer):
+    from jobs.schedules import RUN_SCHEDULE, SpecScheduler
+    from worker.app import app
+
+    assert RUN_SCHEDULE not in app.tasks  # the workers know no such task: beat runs it
+    path = spec(
+        tmp_path / "nightly.json", inputs=[str(corpus(tmp_path / "in.jsonl", 5))], output=str(tmp_path / "out"),
+        artifact=demo_artifact, schedule="0 2 * * *", name="nightly",
+    )  # fmt: skip
+    scheduler = object.__new__(SpecScheduler)  # what beat's apply_async calls for a task no app registers
+    scheduler.send_task(RUN_SCHEDULE, [str(path)], {}, producer=None, headers={}).join(timeout=60)
+    (written,) = (tmp_path / "out").glob("*/nightly-*/_job.json")
+    assert written.parent.name == f"nightly-{written.parent.parent.name}"  # <name>-<date>, under <date>/
+    assert queued(services["redis"]) == 1  # the job's one chunk, not a schedule task
 
 
 def test_a_run_writes_under_its_date_and_never_overlaps_the_previous_one(tmp_path, services, demo_artifact, producer):
@@ -84,10 +100,10 @@ def test_a_night_after_a_failed_run_starts_and_a_failed_submission_can_try_again
 def test_a_run_that_failed_after_writing_its_job_is_completed_by_the_retry_not_submitted_twice(
     tmp_path, services, demo_artifact, producer, monkeypatch
 ):
+    from contract.job import list_jobs
+    from contract.storage import open_storage
     from jobs import api
     from jobs.schedules import run_schedule
-    from worker.job import list_jobs
-    from worker.storage import open_storage
 
     path = spec(tmp_path / "nightly.json", inputs=[str(corpus(tmp_path / "in.jsonl", 30))],
                 output=str(tmp_path / "out"), artifact=demo_artifact, schedule="0 2 * * *")  # fmt: skip

@@ -9,11 +9,11 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 
+from contract.job import check_job_id, input_key, read_job
+from contract.settings import priority_lists
+from contract.storage import LocalStorage, StorageError, check_key, open_storage
 from tests.jobs.conftest import corpus, jobs_cli, spec
 from tests.services import RedisServer
-from worker.job import check_job_id, input_key, read_job
-from worker.settings import priority_lists
-from worker.storage import LocalStorage, StorageError, check_key, open_storage
 
 
 def queued(url: str) -> int:
@@ -86,7 +86,7 @@ def test_oversized_documents_are_error_rows_or_refused_and_oversized_specs_refus
 
 
 def test_inputs_from_s3_globs_are_read(tmp_path, services, demo_artifact) -> None:
-    from worker.storage import S3Storage
+    from contract.storage import S3Storage
 
     source = S3Storage(services["bucket"], "corpus")
     source.put("day-1/a.jsonl", corpus(tmp_path / "a.jsonl", 3).read_bytes())

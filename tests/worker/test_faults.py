@@ -15,12 +15,12 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from contract.job import Job, failure_key, part_key, write_failed_chunk, write_job
+from contract.storage import LocalStorage
 from worker import health
 from worker.artifact import ArtifactError
 from worker.deliveries import Deliveries
 from worker.faults import ChunkFault, EnvironmentFault, Fault, classify
-from worker.job import Job, failure_key, part_key, write_failed_chunk, write_job
-from worker.storage import LocalStorage
 
 ROOT = Path(__file__).resolve().parents[2]
 HEARTBEAT = 0.2  # seconds: a delivery's lease lapses after three
@@ -64,14 +64,14 @@ def test_each_error_is_classified_once(err: BaseException, fault: Fault) -> None
 def cache(redis_url, monkeypatch):
     import redis
 
-    from worker import metrics, settings
+    from contract import cache, settings
 
     monkeypatch.setattr(settings, "CACHE_URL", redis_url)
     monkeypatch.setattr(settings, "HEARTBEAT", HEARTBEAT)
-    metrics.cache.cache_clear()
+    cache.cache.cache_clear()
     redis.Redis.from_url(redis_url).flushdb()
     yield
-    metrics.cache.cache_clear()
+    cache.cache.cache_clear()
 
 
 def test_deliveries_that_end_are_not_deaths(cache) -> None:
@@ -124,7 +124,7 @@ def test_a_live_duplicate_delivery_is_no_death_and_strikes_nothing(cache) -> Non
 
 
 def test_health_records_the_fault_and_the_check_that_clears_it(tmp_path: Path, monkeypatch) -> None:
-    from worker import settings
+    from contract import settings
 
     monkeypatch.setattr(settings, "HEALTH_FILE", str(tmp_path / "health.json"))
     assert health.state() == {"healthy": True}
@@ -140,7 +140,7 @@ def test_health_records_the_fault_and_the_check_that_clears_it(tmp_path: Path, m
 
 
 def test_a_disk_fault_without_a_file_name_is_checked_on_the_disks_not_on_storage(tmp_path: Path, monkeypatch) -> None:
-    from worker import settings
+    from contract import settings
 
     monkeypatch.setattr(settings, "HEALTH_FILE", str(tmp_path / "state" / "health.json"))
     checks = health.check_for(OSError(errno.ENOSPC, "No space left on device"), "s3://bucket/results")
@@ -155,7 +155,7 @@ def test_a_disk_fault_without_a_file_name_is_checked_on_the_disks_not_on_storage
 def test_a_worker_is_healthy_again_only_when_every_fault_it_met_is_fixed(tmp_path: Path, monkeypatch) -> None:
     from types import SimpleNamespace
 
-    from worker import settings
+    from contract import settings
     from worker.watchdog import Watchdog
 
     monkeypatch.setattr(settings, "HEALTH_FILE", str(tmp_path / "health.json"))

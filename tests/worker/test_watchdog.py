@@ -11,21 +11,22 @@ from types import SimpleNamespace
 import pytest
 import redis
 
-from worker.job import Job, write_failed_chunk, write_job
-from worker.storage import LocalStorage
-from worker.watchdog import RUNNING_KEY, Watchdog, chunk_field, record_running
+from contract.cache import RUNNING_KEY
+from contract.job import Job, write_failed_chunk, write_job
+from contract.storage import LocalStorage
+from worker.watchdog import Watchdog, chunk_field, record_running
 
 
 @pytest.fixture
 def cache(redis_url, monkeypatch):
-    from worker import metrics, settings
+    from contract import cache, settings
 
     monkeypatch.setattr(settings, "CACHE_URL", redis_url)
-    metrics.cache.cache_clear()
+    cache.cache.cache_clear()
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
     yield client
-    metrics.cache.cache_clear()
+    cache.cache.cache_clear()
 
 
 def watchdog() -> Watchdog:

@@ -36,7 +36,15 @@ S3_TIMEOUT = float(_env("FANYI_S3_TIMEOUT", "20"))  # seconds to connect to S3 a
 SCHEDULES = _env("FANYI_SCHEDULES")  # folder of scheduled job specs that beat runs; unset = none
 JOB_METRICS_RETENTION = float(_env("FANYI_JOB_METRICS_RETENTION", "86400"))  # seconds an ended job stays exported
 PRIORITY_STEPS = list(range(10))  # 0 = first; Redis keeps one list per step: "<queue>", "<queue>:1", ...
-QUEUES = ("translate.cpu", "translate.gpu")
+DEFAULT_PRIORITY = 5  # a job's priority unless its spec names one
+
+
+def queue_for(device: str) -> str:
+    """The queue of a device's workers: ``translate.cpu``, ``translate.gpu``."""
+    return f"translate.{device}"
+
+
+QUEUES = (queue_for("cpu"), queue_for("gpu"))
 
 
 def check() -> None:

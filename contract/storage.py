@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from worker import settings
+from contract import settings
 
 MULTIPART_BYTES = 64 * 2**20  # objects above this go up in parts (boto3's transfer manager)
 _BAD_KEY = re.compile(r"(^|/)\.\.?(/|$)|^/|\\|[\x00-\x1f\x7f]")

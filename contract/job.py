@@ -34,10 +34,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from worker.storage import Storage, StorageError
+from contract import settings
+from contract.storage import Storage, StorageError
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MANIFEST = "_job.json"
+TRANSLATE_CHUNK = "fanyi.translate_chunk"  # the task of a chunk message; its args: output, job id, chunk
 COMPACTED = "_COMPACTED"  # which chunks each compacted file holds (``jobs compact``)
 ROW_FIELDS = (
     "job_id", "id", "source", "translation", "status", "error", "flags", "sentences", "artifact_id", "timings",
@@ -63,9 +65,11 @@ class Job:
     def documents(self) -> int:
         return sum(self.chunks)
 
-    @property
-    def queue(self) -> str:
-        return f"translate.{self.spec.get('device', 'cpu')}"
+    def chunk_message(self, output: str, chunk: int) -> dict[str, Any]:
+        """What enqueues chunk ``chunk`` of this job under ``output``: ``app.send_task(TRANSLATE_CHUNK, **this)``."""
+        queue = settings.queue_for(self.spec.get("device", "cpu"))
+        priority = int(self.spec.get("priority", settings.DEFAULT_PRIORITY))
+        return {"args": [output, self.id, chunk], "queue": queue, "priority": priority}
 
     def key(self, name: str) -> str:
         return f"{check_job_id(self.id)}/{name}"

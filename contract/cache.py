@@ -1,0 +1,87 @@
+"""The Redis cache both sides share: its client, every key Fanyi writes there, and jobs' progress counters.
+
+Nothing here is the system of record (storage is: ``contract.job``). Losing every key loses no work:
+progress is counted again from the parts (``rebuild_progress``), a job ends from storage, running
+records and leases only speed up recovery. The broker's own keys (kombu's queues and ``unacked``)
+are not listed here.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+from contract import settings
+from contract.job import Tally, read_job, read_rows, result_keys
+from contract.storage import open_storage
+
+JOBS_KEY = "fanyi:jobs"  # hash: job id -> output prefix, for the exporter and the CLI
+JOB_PROGRESS_KEY = "fanyi:progress:{job}"  # hash: total, documents, errors, partial, flag:<name>, ended
+RUNNING_KEY = "fanyi:running"  # hash: "<output>|<job>|<chunk>" -> {"worker", "since"} of deliveries under way
+WORKER_KEY = "fanyi:worker:{hostname}"  # a worker's heartbeat and health, expiring after 3 heartbeats
+REQUEUE_LOCK = "fanyi:requeue:{chunk}"  # one watchdog requeues an orphan, not every one that sees it
+CHUNK_KEY = "fanyi:chunk:{job}:{chunk}"  # hash: a chunk's deliveries (running, deaths, strikes:<doc>, ...)
+LEASE_KEY = "fanyi:delivery:{delivery}"  # present while that delivery's process is alive
+SCHEDULE_RUN_KEY = "fanyi:schedule:{name}:{date}"  # the job id a scheduled run submitted (kept 7 days)
+SCHEDULE_LAST_KEY = "fanyi:schedule:{name}:last"  # "<job id> <output>" of a schedule's latest run
+
+
+@functools.cache
+def cache() -> Any:
+    import redis
+
+    return redis.Redis.from_url(settings.CACHE_URL, socket_timeout=5, socket_connect_timeout=5)
+
+
+def register(job_id: str, output: str, documents: int) -> None:
+    """A submitted job: where it lives and how many documents it has."""
+    cache().pipeline().hset(JOBS_KEY, job_id, output).hsetnx(
+        JOB_PROGRESS_KEY.format(job=job_id), "total", documents
+    ).execute()
+
+
+def count_part(job_id: str, tally: Tally) -> bool:
+    """Count a written part's rows; whether the job may be complete now: True once its documents reach
+    the total recorded at submission, and True whenever the cache cannot tell (lost or down), so a lost
+    cache costs a storage listing, never a job left without its ``_SUCCESS``."""
+    progress = JOB_PROGRESS_KEY.format(job=job_id)
+    try:
+        pipeline = cache().pipeline().hincrby(progress, "documents", sum(tally.statuses.values()))
+        pipeline.hincrby(progress, "errors", tally.statuses["error"])
+        pipeline.hincrby(progress, "partial", tally.statuses["partial"])
+        for flag, count in tally.sentence_flags.items():
+            pipeline.hincrby(progress, f"flag:{flag}", count)
+        done, *_, total = pipeline.hget(progress, "total").execute()
+    except Exception:  # noqa: BLE001 - a cache; `jobs status` counts from storage
+        return True
+    return total is None or int(done) >= int(total)
+
+
+def rebuild_progress(job_id: str, output: str) -> None:
+    """After the cache lost a job's counters (a flush, a restart without disk): count them again from the
+    parts in storage, and register the job again. A part written meanwhile may be counted twice: these
+    are a cache's numbers; ``jobs status`` and ``_SUCCESS`` count from storage."""
+    storage = open_storage(output)
+    job = read_job(storage, job_id)
+    tally = Tally()
+    for key in result_keys(storage, job):
+        tally.add(read_rows(storage.read(key)))
+    counts: dict[str, float] = {"total": job.documents, "documents": sum(tally.statuses.values())}
+    counts |= {"errors": tally.statuses["error"], "partial": tally.statuses["partial"]}
+    counts |= {f"flag:{f}": n for f, n in tally.sentence_flags.items()}
+    if storage.exists(job.key("_SUCCESS")) or storage.exists(job.key("_CANCELLED")):
+        counts["ended"] = time.time()
+    progress = JOB_PROGRESS_KEY.format(job=job_id)
+    cache().pipeline().hset(JOBS_KEY, job_id, output).delete(progress).hset(progress, mapping=counts).execute()
+
+
+def record_ended(job_id: str, ended: bool = True) -> None:
+    """A job was cancelled (``ended``) or resumed: the exporter keeps an ended job's series for
+    ``FANYI_JOB_METRICS_RETENTION`` seconds, then forgets it. A finished job is seen ending by the
+    exporter itself (its documents reach its total)."""
+    progress = JOB_PROGRESS_KEY.format(job=job_id)
+    try:
+        cache().hset(progress, "ended", time.time()) if ended else cache().hdel(progress, "ended")
+    except Exception:  # noqa: BLE001 - a cache: the exporter rebuilds it from storage
+        pass
