@@ -60,7 +60,8 @@ class Storage(Protocol):
         ...
 
     def put(self, key: str, data: bytes) -> None:
-        """Write or replace ``key`` (markers only: never results)."""
+        """Write or replace ``key``: markers, chunk inputs, failure records. Never a result part: those are
+        created once (``create``)."""
         ...
 
     def exists(self, key: str) -> bool: ...

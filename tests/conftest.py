@@ -48,14 +48,24 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory, model_seed: int) -> di
 
 @pytest.fixture(scope="session")
 def artifacts(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """fp32 + int8 artifacts (opus-mt-en-zh also fp16), each verified for parity while it was built."""
+    """fp32 + int8 artifacts (opus-mt-en-zh also fp16), each with the parity report of its build. A failed
+    check does not stop the build here: the tests of tests/export_tools/test_build.py read the report and
+    fail for the check that failed, instead of every test that uses an artifact erroring in this fixture."""
     root = tmp_path_factory.mktemp("artifacts")
     out = {}
     for name, src in tiny_models.items():
         precisions = ["fp32", "int8", "fp16"] if name == "opus-mt-en-zh" else ["fp32", "int8"]
-        build(str(src), root / name, precisions, verify=lambda source, tmp: verify.run(tmp, source))
+        build(str(src), root / name, precisions, verify=_reported)
         out[name] = root / name
     return out
+
+
+def _reported(source: object, root: Path) -> None:
+    """Run every check and keep its report (``report.json``), whatever it says."""
+    try:
+        verify.run(root, source)
+    except verify.VerificationError:
+        pass
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.export_tools.test_build import run_cli
+from tests.export_tools.conftest import run_cli
 
 
 def assert_refused(src: Path, out: Path, *needles: str) -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import onnx
@@ -14,13 +12,12 @@ from export_tools.build import build
 from export_tools.fixtures.names import LIKE
 from export_tools.precision import op_counts
 from export_tools.verify import VerificationError
+from tests.export_tools.conftest import run_cli
 
 every_model = pytest.mark.parametrize("arch", LIKE)
 one_model = pytest.mark.parametrize("arch", ["opus-mt-en-zh"])  # what is checked does not depend on the family
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "export_tools", *args], capture_output=True, text=True)
 
 
 @every_model

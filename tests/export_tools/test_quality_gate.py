@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.export_tools.test_build import run_cli
+from tests.export_tools.conftest import run_cli
 
 
 def test_int8_far_from_fp32_is_refused_and_the_report_says_by_how_much(artifact_copy, tmp_path: Path) -> None:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from contract import settings
 from jobs.spec import load_spec
+from tests.infra.manifests import check_command, settings_the_code_reads
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -18,27 +17,8 @@ DOCKERFILES = sorted(DOCKER.glob("*.Dockerfile"))
 COMPOSE = yaml.safe_load((DOCKER / "compose.yaml").read_text())
 
 
-def settings_the_code_reads() -> set[str]:
-    names: set[str] = set()
-    for path in [*ROOT.glob("contract/**/*.py"), *ROOT.glob("worker/**/*.py"), *ROOT.glob("jobs/**/*.py")]:
-        names |= set(re.findall(r"\bFANYI_[A-Z0-9_]+\b", path.read_text()))
-    return names
 
 
-def check_command(command: list[str]) -> None:
-    """A container command is one of our CLIs, spelled as the code defines it."""
-    if command[0] == "celery":
-        assert command[1:3] == ["-A", "worker.app"] and command[3] in ("worker", "beat"), command
-        if command[3] == "worker":
-            assert command[command.index("-Q") + 1] in settings.QUEUES
-        else:
-            scheduler = command[command.index("-S") + 1]
-            module, _, name = scheduler.rpartition(".")
-            assert hasattr(importlib.import_module(module), name), scheduler
-    elif command[:2] == ["python", "-m"]:
-        assert importlib.util.find_spec(command[2]) is not None, command
-    else:
-        raise AssertionError(f"unexpected command {command}")
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)

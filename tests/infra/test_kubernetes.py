@@ -13,10 +13,7 @@ import base64
 import copy
 import functools
 import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,10 +22,17 @@ import pytest
 import yaml
 
 from contract import settings
-from tests.infra.test_docker import check_command, settings_the_code_reads
+from tests.infra.manifests import (
+    K8S,
+    ROOT,
+    by_kind,
+    check_command,
+    rendered,
+    scaled_objects,
+    settings_the_code_reads,
+    value_at,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-K8S = ROOT / "infra" / "k8s"
 BASE = K8S / "base"
 OVERLAYS = sorted(p.name for p in (K8S / "overlays").iterdir() if (p / "kustomization.yaml").is_file())
 MONITORING = K8S / "components" / "monitoring"
@@ -61,57 +65,16 @@ REQUIRED_METADATA = {"metrics-api": {"url", "valueLocation", "targetValue"}}  # 
 # --- rendering -----------------------------------------------------------------------------------------------
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false")
 
 
-@functools.cache
-def _rendered(overlay: str) -> tuple[dict, ...]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        if in_ci():
-            pytest.fail("kubectl is missing: CI must render the overlays (kubectl kustomize)")
-        pytest.skip("kubectl is not installed, so the overlays cannot be rendered (under CI this fails)")
-    done = subprocess.run(
-        [kubectl, "kustomize", str(K8S / "overlays" / overlay)], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, f"kubectl kustomize overlays/{overlay} failed:\n{done.stderr}"
-    return tuple(doc for doc in yaml.safe_load_all(done.stdout) if doc)
 
 
-def rendered(overlay: str) -> list[dict]:
-    """Every object of ``infra/k8s/overlays/<overlay>`` as ``kubectl kustomize`` renders it (copies)."""
-    return copy.deepcopy(list(_rendered(overlay)))
 
 
-def by_kind(overlay: str, kind: str) -> dict[str, dict]:
-    return {o["metadata"]["name"]: o for o in rendered(overlay) if o["kind"] == kind}
 
 
-def scaled_objects(overlay: str) -> dict[str, dict]:
-    """The rendered ScaledObjects of ``overlay`` ("dev", "prod") by name."""
-    return by_kind(overlay, "ScaledObject")
 
 
-def value_at(payload: Any, path: str) -> Any:
-    """``path`` (a metrics-api ``valueLocation``, GJSON syntax) applied to ``payload``: keys separated by
-    dots, ``\\.`` a dot inside a key, digits an array index. GJSON's wildcards, queries and modifiers
-    are refused rather than guessed."""
-    keys, key, escaped = [], "", False
-    for char in path:
-        if escaped:
-            key, escaped = key + char, False
-        elif char == "\\":
-            escaped = True
-        elif char == ".":
-            keys, key = [*keys, key], ""
-        elif char in "*?#|@":
-            raise ValueError(f"GJSON feature {char!r} in {path!r} is not supported here")
-        else:
-            key += char
-    for part in [*keys, key]:
-        payload = payload[int(part)] if isinstance(payload, list) else payload[part]
-    return payload
 
 
 def pod_templates(overlay: str) -> dict[str, dict]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
@@ -9,7 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 
+from contract.job import read_rows
+from contract.settings import priority_lists
+from contract.storage import open_storage
 from tests.services import ROOT, S3_ENV, S3Server, Worker
 
 # Short limits so redelivery happens within a test: soft < hard < visibility, as settings.check() demands;
@@ -80,3 +85,51 @@ def workers(tmp_path, services):
     yield start
     for worker in started:
         worker.kill()
+
+
+def output_rows(output: str, job_id: str) -> list[dict]:
+    storage = open_storage(output)
+    rows = []
+    for key in storage.list(f"{job_id}/parts"):
+        rows += read_rows(storage.read(key))
+    return rows
+
+
+def submit(tmp_path, services, demo_artifact, count: int, **extra) -> str:
+    path = spec(
+        tmp_path / "spec.json",
+        inputs=[str(corpus(tmp_path / "in.jsonl", count))],
+        output=services["output"],
+        artifact=demo_artifact,
+        **extra,
+    )
+    result = jobs_cli("submit", str(path), env=services["env"])
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def wait(job_id: str, services, timeout: float = 240, exit_code: int = 0) -> dict:
+    """``jobs wait`` until the job ends (exit 0: succeeded; 4: completed with errors), then its status."""
+    result = jobs_cli("wait", job_id, "--output", services["output"], "--timeout", str(timeout), env=services["env"])
+    assert result.returncode == exit_code, result.stdout + result.stderr
+    status = jobs_cli("status", job_id, "--output", services["output"], "--json", env=services["env"])
+    return json.loads(status.stdout)
+
+
+def assert_each_id_once(rows: list[dict], count: int) -> None:
+    ids = collections.Counter(r["id"] for r in rows)
+    assert set(ids) == {f"doc-{n:05d}" for n in range(count)}
+    assert max(ids.values()) == 1
+
+
+def metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name} not in the scrape:\n{text[:2000]}")
+
+
+def queued(url: str) -> int:
+    """Messages waiting in translate.cpu, over all its priority lists."""
+    client = redis.Redis.from_url(url)
+    return sum(client.llen(name) for name in priority_lists("translate.cpu"))

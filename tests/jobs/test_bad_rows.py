@@ -8,8 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from contract.storage import open_storage
-from tests.jobs.conftest import jobs_cli, spec
-from tests.jobs.test_reliability import output_rows
+from tests.jobs.conftest import jobs_cli, output_rows, spec
 
 
 def _bad_inputs(tmp_path) -> tuple[list[str], dict[str, str]]:

@@ -18,8 +18,7 @@ import redis
 from contract.job import input_key, part_key
 from contract.storage import open_storage
 from tests.faulty_proxy import FaultyProxy
-from tests.jobs.conftest import corpus, jobs_cli, spec
-from tests.jobs.test_reliability import assert_each_id_once, output_rows, submit, wait
+from tests.jobs.conftest import assert_each_id_once, corpus, jobs_cli, output_rows, spec, submit, wait
 from tests.services import ROOT, RedisServer, wait_for
 from tests.tcp_cutter import TcpCutter
 from worker.artifact import MANIFEST, file_entries

@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.infra.test_kubernetes import scaled_objects, value_at
-from tests.jobs.conftest import corpus, jobs_cli, spec
-from tests.jobs.test_reliability import metric, wait
+from tests.infra.manifests import scaled_objects, value_at
+from tests.jobs.conftest import corpus, jobs_cli, metric, spec, wait
 from tests.services import ROOT, RedisServer, free_port, wait_for
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from contract.job import read_job, read_rows, result_keys
 from contract.storage import open_storage
-from tests.jobs.conftest import corpus, jobs_cli, spec
-from tests.jobs.test_reliability import wait
+from tests.jobs.conftest import corpus, jobs_cli, spec, wait
 
 
 def rows_of(storage, job_id: str) -> list[dict]:

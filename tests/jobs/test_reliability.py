@@ -2,50 +2,14 @@
 
 from __future__ import annotations
 
-import collections
 import json
 import urllib.request
 
-from contract.job import ROW_FIELDS, part_key, read_rows
+from contract.job import ROW_FIELDS, part_key
 from contract.storage import open_storage
 from tests.faulty_proxy import FaultyProxy
-from tests.jobs.conftest import corpus, jobs_cli, spec
+from tests.jobs.conftest import assert_each_id_once, corpus, jobs_cli, metric, output_rows, spec, submit, wait
 from tests.services import RedisServer, free_port, wait_for
-
-
-def output_rows(output: str, job_id: str) -> list[dict]:
-    storage = open_storage(output)
-    rows = []
-    for key in storage.list(f"{job_id}/parts"):
-        rows += read_rows(storage.read(key))
-    return rows
-
-
-def submit(tmp_path, services, demo_artifact, count: int, **extra) -> str:
-    path = spec(
-        tmp_path / "spec.json",
-        inputs=[str(corpus(tmp_path / "in.jsonl", count))],
-        output=services["output"],
-        artifact=demo_artifact,
-        **extra,
-    )
-    result = jobs_cli("submit", str(path), env=services["env"])
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
-
-
-def wait(job_id: str, services, timeout: float = 240, exit_code: int = 0) -> dict:
-    """``jobs wait`` until the job ends (exit 0: succeeded; 4: completed with errors), then its status."""
-    result = jobs_cli("wait", job_id, "--output", services["output"], "--timeout", str(timeout), env=services["env"])
-    assert result.returncode == exit_code, result.stdout + result.stderr
-    status = jobs_cli("status", job_id, "--output", services["output"], "--json", env=services["env"])
-    return json.loads(status.stdout)
-
-
-def assert_each_id_once(rows: list[dict], count: int) -> None:
-    ids = collections.Counter(r["id"] for r in rows)
-    assert set(ids) == {f"doc-{n:05d}" for n in range(count)}
-    assert max(ids.values()) == 1
 
 
 def test_a_job_on_s3_translates_every_document_once_with_the_row_contract(tmp_path, services, demo_artifact, workers):
@@ -205,8 +169,3 @@ def test_ten_thousand_documents_on_two_processes_and_the_metrics_match(tmp_path,
     assert metric(scraped, "fanyi_batch_fill_ratio_count") >= 40  # at least one engine batch per chunk
 
 
-def metric(text: str, name: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[-1])
-    raise AssertionError(f"{name} not in the scrape:\n{text[:2000]}")

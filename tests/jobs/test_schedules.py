@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.jobs.conftest import corpus, spec
-from tests.jobs.test_submit import queued
+from tests.jobs.conftest import corpus, queued, spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

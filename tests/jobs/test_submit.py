@@ -7,19 +7,11 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import redis
 
 from contract.job import check_job_id, input_key, read_job
-from contract.settings import priority_lists
 from contract.storage import LocalStorage, StorageError, check_key, open_storage
-from tests.jobs.conftest import corpus, jobs_cli, spec
+from tests.jobs.conftest import corpus, jobs_cli, queued, spec
 from tests.services import RedisServer
-
-
-def queued(url: str) -> int:
-    """Messages waiting in translate.cpu, over all its priority lists."""
-    client = redis.Redis.from_url(url)
-    return sum(client.llen(name) for name in priority_lists("translate.cpu"))
 
 
 def refused(tmp_path, services, demo_artifact, expected: str, **overrides) -> None:
@@ -122,14 +114,12 @@ def test_credentials_never_appear_in_logs_or_errors(tmp_path, services, demo_art
     try:
         worker = workers(FANYI_BROKER_URL=server.url)
         wrong = server.url.replace("pw-never-logged-42", "wrong-pw-never-logged")
-        result = jobs_cli(
-            "status",
-            "some-job",
-            "--output",
-            services["output"],
-            env={**services["env"], "FANYI_BROKER_URL": wrong, "FANYI_CACHE_URL": wrong},
-        )
+        path = spec(tmp_path / "spec.json", inputs=[str(corpus(tmp_path / "in.jsonl", 3))], output=services["output"],
+                    artifact=demo_artifact)  # fmt: skip
+        env = {**services["env"], "FANYI_BROKER_URL": wrong, "FANYI_CACHE_URL": wrong}
+        result = jobs_cli("submit", str(path), env=env)  # connects to the broker, is refused, says so
         worker.stop()
+        assert result.returncode != 0 and "cannot be reached" in result.stderr and ":***@" in result.stderr
         text = worker.log.read_text() + result.stdout + result.stderr
         assert "ready." in text
         for secret in ("pw-never-logged-42", "wrong-pw-never-logged", "s3cr3t-never-logged"):

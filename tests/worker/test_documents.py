@@ -37,7 +37,7 @@ def test_document_is_the_concatenation_of_its_sentence_translations(known, count
     (result,) = DocumentTranslator(translator, budget=64, overlap=overlap).translate([("doc", source)])
     assert result.status == "ok" and len(result.sentences) == count
     assert result.timings["total"] >= result.timings["translate"] > 0
-    assert result.translation.split("\n\n") and len(result.translation.split("\n\n")) == len(paragraphs)
+    assert len(result.translation.split("\n\n")) == len(paragraphs)  # one translated paragraph per paragraph
     got = [result.translation[slice(*s.target)] for s in result.sentences]
     differ = [(en, zh, out) for (en, zh), out in zip(chosen, got) if zh != out]
     # One known model error, not a stitching one: in windows of several "The shop sold N X <when>."
