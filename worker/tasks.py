@@ -132,11 +132,11 @@ def _handle(task: Any, err: Exception, output: str, job_id: str, chunk: int, del
         _retry(task, delay, str(err))
     if fault is Fault.ENVIRONMENT:
         _stop_consuming(task, err, output)
-        deliveries_met = deliveries.count("put_back")
-        if deliveries_met < settings.MAX_DEATHS:
+        put_back = deliveries.count("put_back")
+        if put_back < settings.MAX_DEATHS:
             raise Reject(f"environment fault, chunk put back: {err}", requeue=True) from None
         reason = (
-            f"chunk {chunk} could not be translated: {deliveries_met} deliveries met environment faults "
+            f"chunk {chunk} could not be translated: {put_back} deliveries each met an environment fault "
             f"(last: {type(err).__name__}: {err}); see the workers' health (`python -m worker.health`)"
         )
     else:

@@ -111,7 +111,14 @@ class Inference:
     def _no_bans(rows: int) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros((rows, 1), dtype=np.int64), np.zeros((rows, 1), dtype=np.float32)
 
-    def _run_bound(self, session, host: dict, device: dict, to_host: list[str], to_device: list[str]):
+    def _run_bound(
+        self,
+        session: ort.InferenceSession,
+        host: dict[str, np.ndarray],
+        device: dict[str, Any],
+        to_host: list[str],
+        to_device: list[str],
+    ) -> tuple[list[np.ndarray], Cache]:
         """Run with IO binding: ``device`` inputs are OrtValues already there; returns (host arrays, OrtValues)."""
         binding = session.io_binding()
         for name, array in host.items():
@@ -145,10 +152,6 @@ class Inference:
             feeds = dict(zip(self.past_names, past))
             return self._run_bound(self.reorder_session, {"rows": rows.astype(np.int64)}, feeds, [], outputs)[1]
         return [self._wrap(self._host(p)[rows]) for p in past]
-
-    def expand(self, past: Cache, beams: int) -> Cache:
-        """One row per sentence -> ``beams`` identical rows (after step 0)."""
-        return self.reorder(past, np.repeat(np.arange(self._rows(past[0])), beams))
 
     def select(self, state: EncoderState, sentences: np.ndarray) -> EncoderState:
         """Keep only the given sentences (when others have finished); cross K/V are never copied per step."""

@@ -1,10 +1,15 @@
 """Greedy and beam search over an ``Inference``, step for step the algorithm of Hugging Face ``generate``.
 
-Parity with ``transformers`` is the correctness bar, so the rules are theirs: logit filters in
-their order (on raw logits for greedy, on log-probabilities for beam), ``2 * beams`` candidates
-per sentence, EOS candidates finish only from the top ``beams``, finished scores divided by
-``generated_length ** length_penalty``, and their early-stop heuristic. Sentences leave the batch
-as soon as their result can no longer change, so later steps get cheaper.
+The parts play the roles of openai-whisper's ``decoding.py``: ``DecodingOptions`` (resolved for a batch
+by ``for_batch``); ``LogitFilter``s, each one of generate's logits processors, in their order; a
+``TokenDecoder``, greedy or beam, that picks the next tokens and says which sentences are done;
+``LengthPenalty``, the one ranker of finished hypotheses; and one loop, ``generate``.
+
+Parity with ``transformers`` is the correctness bar, so the rules are theirs: logit filters in their
+order (on raw logits for greedy, on log-probabilities for beam), ``2 * beams`` candidates per sentence,
+EOS candidates finish only from the top ``beams``, finished scores divided by ``generated_length **
+length_penalty``, and their early-stop heuristic. Sentences leave the batch as soon as their result can
+no longer change, so later steps get cheaper.
 
 Lengths follow ``generate``: ``length`` counts the decoder start token, so ``max_length = 1 +
 max_new_tokens``.
@@ -12,14 +17,18 @@ max_new_tokens``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from worker.engine.inference import EncoderState, Inference
+from worker.engine.inference import Cache, EncoderState, Inference
 
 NEG = -1.0e9  # the "impossible" score generate uses
+Score = TypeVar("Score", np.ndarray, np.floating)  # summed log-probabilities: one, or one per row
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,22 @@ class DecodingOptions:
             base["min_new_tokens"] = max(config["min_length"] - 1, 0)
         return cls(**(base | {k: v for k, v in overrides.items() if v is not None}))
 
+    @property
+    def max_length(self) -> int:
+        """generate's ``max_length``: the new tokens and the decoder start."""
+        return self.max_new_tokens + 1
+
+
+def for_batch(options: DecodingOptions, *, longest_source: int, max_positions: int | None) -> DecodingOptions:
+    """``options`` for one batch: new tokens capped at ``max_length_ratio`` times its longest source (never
+    below ``min_new_tokens`` or 1), then both limits at what the decoder's ``max_positions`` hold."""
+    most, least = options.max_new_tokens, options.min_new_tokens
+    if options.max_length_ratio is not None:
+        most = max(least, 1, min(most, math.ceil(options.max_length_ratio * longest_source)))
+    if max_positions is not None and most > max_positions:
+        most, least = max_positions, min(least, max_positions)
+    return replace(options, max_new_tokens=most, min_new_tokens=least)
+
 
 @dataclass(frozen=True)
 class Vocabulary:
@@ -96,6 +121,16 @@ class Vocabulary:
     eos: int
     suppressed: tuple[int, ...] = ()  # never generated (e.g. Marian's pad)
     forced_eos: int | None = None  # forced at the length limit
+
+    @classmethod
+    def from_special_tokens(cls, special: dict[str, Any]) -> Vocabulary:
+        """From the manifest's ``special_tokens``."""
+        return cls(
+            decoder_start=special["decoder_start_token_id"],
+            eos=special["eos_token_id"],
+            suppressed=tuple(special.get("suppressed_ids", [])),
+            forced_eos=special.get("forced_eos_token_id"),
+        )
 
 
 @dataclass
@@ -109,11 +144,172 @@ class SearchResult:
     hypotheses: list[Hypothesis] = field(default_factory=list)
     hit_length_limit: bool = False
 
+    @classmethod
+    def of(cls, hypotheses: list[Hypothesis], max_new_tokens: int) -> SearchResult:
+        """A sentence's result: it hit the length limit when its best hypothesis fills ``max_new_tokens``."""
+        return cls(hypotheses, bool(hypotheses) and len(hypotheses[0].tokens) >= max_new_tokens)
+
 
 # ------------------------------------------------------------------------------------------------
-# Logit filters, in generate's order. Bans reach the decoder graph, so its top-k candidates are exact
-# whatever is banned; only the repetition penalty (which rescales, and can reorder the top) needs the
-# full vocabulary in Python.
+# Logit filters, one of generate's logits processors each. A filter forces a token, bans ids, or
+# rescales scores. Bans reach the decoder graph, so its top-k candidates are exact whatever is banned;
+# a filter that rescales (which can reorder the top) needs the full vocabulary in Python.
+
+
+class LogitFilter:
+    """One logits processor; each kind overrides the one hook it uses."""
+
+    rescales = False  # True: it changes kept scores, so the step must score the full vocabulary
+
+    def forced_token(self, length: int) -> int | None:
+        """The token every row must take at this ``length`` (generate: it scores 0, all others -inf)."""
+        return None
+
+    def banned(self, sequences: np.ndarray) -> list[set[int]]:
+        """Per row of ``sequences (rows, length)``, the ids set to -inf at this step."""
+        return [set() for _ in range(len(sequences))]
+
+    def apply(self, scores: np.ndarray, sequences: np.ndarray) -> None:
+        """On full scores ``(rows, V)``, in place: the bans. Forced steps never get here (see ``next_candidates``)."""
+        for row, ids in enumerate(self.banned(sequences)):
+            scores[row, list(ids)] = -np.inf
+
+
+@dataclass(frozen=True)
+class RepetitionPenalty(LogitFilter):
+    """Scores of tokens already in the row: divided by ``penalty`` when positive, multiplied when negative."""
+
+    penalty: float
+    rescales = True
+
+    def apply(self, scores: np.ndarray, sequences: np.ndarray) -> None:
+        picked = np.take_along_axis(scores, sequences, axis=1)
+        rescaled = np.where(picked < 0, picked * self.penalty, picked / self.penalty)
+        np.put_along_axis(scores, sequences, rescaled, axis=1)
+
+
+@dataclass(frozen=True)
+class NoRepeatNGram(LogitFilter):
+    """Bans each token that would complete an ``n``-gram already in the row."""
+
+    n: int
+
+    def banned(self, sequences: np.ndarray) -> list[set[int]]:
+        return [self._completions(row) for row in sequences.tolist()]
+
+    def _completions(self, row: list[int]) -> set[int]:
+        n, length = self.n, len(row)
+        if length + 1 < n:
+            return set()
+        prefix = tuple(row[length + 1 - n :])
+        return {row[i + n - 1] for i in range(length - n + 1) if tuple(row[i : i + n - 1]) == prefix}
+
+
+@dataclass(frozen=True)
+class MinLength(LogitFilter):
+    """Bans EOS while the rows are shorter than ``min_length``."""
+
+    eos: int
+    min_length: int
+
+    def banned(self, sequences: np.ndarray) -> list[set[int]]:
+        return [{self.eos} if sequences.shape[1] < self.min_length else set() for _ in range(len(sequences))]
+
+
+@dataclass(frozen=True)
+class ForcedBos(LogitFilter):
+    """The first generated token: the target language's (many-to-many models)."""
+
+    token: int
+
+    def forced_token(self, length: int) -> int | None:
+        return self.token if length == 1 else None
+
+
+@dataclass(frozen=True)
+class ForcedEos(LogitFilter):
+    """The model's ``forced_eos_token_id`` as the last token a row has room for: hypotheses that reach
+    the length limit end with it."""
+
+    token: int
+    max_length: int
+
+    def forced_token(self, length: int) -> int | None:
+        return self.token if length == self.max_length - 1 else None
+
+
+@dataclass(frozen=True)
+class SuppressTokens(LogitFilter):
+    """Ids never generated."""
+
+    ids: frozenset[int]
+
+    def banned(self, sequences: np.ndarray) -> list[set[int]]:
+        return [set(self.ids) for _ in range(len(sequences))]
+
+
+@dataclass(frozen=True)
+class LogitFilters:
+    """The filters in generate's order, and its ``renormalize_logits`` after them. When two filters
+    force a token at the same step, the first in the list wins."""
+
+    filters: Sequence[LogitFilter]
+    renormalize: bool = False
+
+    @classmethod
+    def of(cls, options: DecodingOptions, vocab: Vocabulary, forced_bos: int | None) -> LogitFilters:
+        """The filters ``options`` and the model's ``vocab`` ask for; ``forced_bos`` from the request's framing."""
+        chosen: list[LogitFilter] = []
+        if options.repetition_penalty != 1.0:
+            chosen.append(RepetitionPenalty(options.repetition_penalty))
+        if options.no_repeat_ngram_size:
+            chosen.append(NoRepeatNGram(options.no_repeat_ngram_size))
+        if options.min_new_tokens:
+            chosen.append(MinLength(vocab.eos, options.min_new_tokens + 1))
+        if forced_bos is not None:
+            chosen.append(ForcedBos(forced_bos))
+        if vocab.forced_eos is not None:
+            chosen.append(ForcedEos(vocab.forced_eos, options.max_length))
+        if vocab.suppressed:
+            chosen.append(SuppressTokens(frozenset(vocab.suppressed)))
+        return cls(chosen, options.renormalize)
+
+    def forced_token(self, length: int) -> int | None:
+        return next((t for f in self.filters if (t := f.forced_token(length)) is not None), None)
+
+    @property
+    def top_k_exact(self) -> bool:
+        """Whether the decoder graph's top-k after the bans is what the filters would leave on top."""
+        return not any(f.rescales for f in self.filters)
+
+    def bans(self, sequences: np.ndarray) -> list[set[int]]:
+        """Per row of ``sequences``, the ids some filter sets to -inf at this step."""
+        rows: list[set[int]] = [set() for _ in range(len(sequences))]
+        for f in self.filters:
+            for row, banned in zip(rows, f.banned(sequences)):
+                row |= banned
+        return rows
+
+    def ban_arrays(self, sequences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The bans as the decoder graph takes them: ``banned_ids (rows, M)`` and ``banned_values`` (-inf,
+        or 0 where a row has fewer than M bans)."""
+        bans = [sorted(b) for b in self.bans(sequences)]
+        width = max(1, max(map(len, bans)))
+        ids = np.zeros((len(bans), width), dtype=np.int64)
+        values = np.zeros((len(bans), width), dtype=np.float32)
+        for row, banned in enumerate(bans):
+            ids[row, : len(banned)], values[row, : len(banned)] = banned, -np.inf
+        return ids, values
+
+    def apply(self, scores: np.ndarray, sequences: np.ndarray) -> np.ndarray:
+        """Every filter on full ``scores``, in order and in place (without the renormalization)."""
+        for f in self.filters:
+            f.apply(scores, sequences)
+        return scores
+
+
+# ------------------------------------------------------------------------------------------------
+# One decoder step: each row's next-token candidates.
 
 
 @dataclass
@@ -136,98 +332,32 @@ class Candidates:
         return Candidates(np.repeat(self.values, times, axis=0), np.repeat(self.ids, times, axis=0))
 
 
-class Filters:
-    def __init__(self, options: DecodingOptions, vocab: Vocabulary, forced_bos: int | None):
-        self.options, self.vocab, self.forced_bos = options, vocab, forced_bos
-        self.max_length = options.max_new_tokens + 1
-        self.min_length = options.min_new_tokens + 1 if options.min_new_tokens else 0
-        # Repetition penalty rescales kept tokens, which can reorder the top: only the full pass is exact.
-        self.top_k_exact = options.repetition_penalty == 1.0
-
-    def forced_token(self, length: int) -> int | None:
-        if self.forced_bos is not None and length == 1:
-            return self.forced_bos
-        if self.vocab.forced_eos is not None and length == self.max_length - 1:
-            return self.vocab.forced_eos
-        return None
-
-    def bans(self, sequences: np.ndarray) -> list[set[int]]:
-        """Per row, the ids generate would set to -inf at this step."""
-        always = set(self.vocab.suppressed)
-        if sequences.shape[1] < self.min_length:
-            always.add(self.vocab.eos)
-        n = self.options.no_repeat_ngram_size
-        if not n:
-            return [always] * len(sequences)
-        return [always | _repeated_ngram_ends(seq, n) for seq in sequences.tolist()]
-
-    def ban_arrays(self, sequences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The bans as the decoder graph takes them: ``banned_ids (rows, M)`` and ``banned_values`` (-inf,
-        or 0 where a row has fewer than M bans)."""
-        bans = [sorted(b) for b in self.bans(sequences)]
-        width = max(1, max(map(len, bans)))
-        ids = np.zeros((len(bans), width), dtype=np.int64)
-        values = np.zeros((len(bans), width), dtype=np.float32)
-        for row, banned in enumerate(bans):
-            ids[row, : len(banned)], values[row, : len(banned)] = banned, -np.inf
-        return ids, values
-
-    def on_full(self, sequences: np.ndarray, scores: np.ndarray) -> np.ndarray:
-        """All filters on full scores (raw logits for greedy, log-probabilities for beam), as generate does."""
-        if self.options.repetition_penalty != 1.0:
-            penalty = self.options.repetition_penalty
-            picked = np.take_along_axis(scores, sequences, axis=1)
-            np.put_along_axis(scores, sequences, np.where(picked < 0, picked * penalty, picked / penalty), axis=1)
-        for row, banned in enumerate(self.bans(sequences)):
-            scores[row, list(banned)] = -np.inf
-        return scores
-
-
-def _repeated_ngram_ends(seq: list[int], n: int) -> set[int]:
-    """Tokens that would complete an n-gram already present in ``seq`` (generate's no_repeat_ngram_size)."""
-    length = len(seq)
-    if length + 1 < n:
-        return set()
-    prefix = tuple(seq[length + 1 - n :])
-    return {seq[i + n - 1] for i in range(length - n + 1) if tuple(seq[i : i + n - 1]) == prefix}
-
-
 def next_candidates(
     inference: Inference,
     state: EncoderState,
-    past: list[np.ndarray],
+    past: Cache,
     sequences: np.ndarray,
-    filters: Filters,
-    *,
-    need: int,
-    greedy: bool,
-) -> tuple[Candidates, list[np.ndarray]]:
-    """One decoder step for the last token of each row of ``sequences (rows, length)``.
+    filters: LogitFilters,
+    decoder: TokenDecoder,
+) -> tuple[Candidates, Cache]:
+    """One decoder step for the last token of each row of ``sequences (rows, length)``: ``decoder.width``
+    candidates per row, and the new cache.
 
-    Forced steps skip the scores; otherwise the graph's top ``need`` candidates after the bans, and the
-    full vocabulary when a repetition penalty is set. ``renormalize`` divides by what probability the
-    bans left, as generate's ``renormalize_logits`` does (a forced token scores 0 either way)."""
+    Forced steps skip the scores; otherwise the graph's top candidates after the bans, or, when a filter
+    rescales, the full vocabulary filtered by the decoder's rule. ``renormalize`` divides by what
+    probability the bans left, as generate's ``renormalize_logits`` does (a forced token scores 0 either way)."""
     tokens = sequences[:, -1:]
-    renormalize = filters.options.renormalize
     forced = filters.forced_token(sequences.shape[1])
     if forced is not None:
         out = inference.step(tokens, state, past, top_k=1)
-        return Candidates.forced(len(tokens), forced, need), out.present
+        return Candidates.forced(len(tokens), forced, decoder.width), out.present
     if filters.top_k_exact:
-        out = inference.step(tokens, state, past, top_k=need, bans=filters.ban_arrays(sequences))
+        out = inference.step(tokens, state, past, top_k=decoder.width, bans=filters.ban_arrays(sequences))
         assert out.ids is not None and out.log_mass is not None
-        return Candidates(out.values - out.log_mass if renormalize else out.values, out.ids), out.present
+        values = out.values - out.log_mass if filters.renormalize else out.values
+        return Candidates(values, out.ids), out.present
     out = inference.step(tokens, state, past)
-    logits = out.values.astype(np.float32)
-    if greedy:  # generate filters raw logits for greedy; the score is the (renormalized) log-probability
-        processed = filters.on_full(sequences, logits.copy())
-        chosen = processed.argmax(axis=1)
-        scores = log_softmax(processed if renormalize else logits)
-        rows = np.arange(len(chosen))
-        return Candidates(scores[rows, chosen][:, None], chosen[:, None].astype(np.int64)), out.present
-    full = filters.on_full(sequences, log_softmax(logits))
-    full = log_softmax(full) if renormalize else full
-    return Candidates(full, np.broadcast_to(np.arange(full.shape[1]), full.shape)), out.present
+    return decoder.from_logits(out.values.astype(np.float32), sequences, filters), out.present
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -243,6 +373,203 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------
+# Ranking and decoders.
+
+
+@dataclass(frozen=True)
+class LengthPenalty:
+    """generate's ranking of hypotheses: summed log-probability over ``generated_length ** alpha``."""
+
+    alpha: float
+
+    def __call__(self, logprob: Score, length: int) -> Score:
+        """``logprob`` ranked, in its own precision: float64 for greedy's sums, float32 for beams'."""
+        return logprob / logprob.dtype.type(length**self.alpha)
+
+
+class TokenDecoder(ABC):
+    """Picks each open sentence's next tokens and says when its result is final (whisper's TokenDecoder).
+
+    Each open sentence holds ``beams`` rows of the cache; a step gives ``width`` candidates per row."""
+
+    beams: int
+    width: int
+
+    def __init__(self, options: DecodingOptions, vocab: Vocabulary) -> None:
+        self.options, self.vocab = options, vocab
+        self.rank = LengthPenalty(options.length_penalty)
+
+    @abstractmethod
+    def sequences(self) -> np.ndarray:
+        """What the next step scores, one row per cache row ``(rows, length)``, decoder start first."""
+
+    @abstractmethod
+    def from_logits(self, logits: np.ndarray, sequences: np.ndarray, filters: LogitFilters) -> Candidates:
+        """Candidates from full logits, filtered as generate filters them for this search."""
+
+    @abstractmethod
+    def update(self, candidates: Candidates) -> tuple[np.ndarray, np.ndarray]:
+        """Extend every open sentence by one token. Returns the scored row each new cache row continues,
+        and which open sentences are done."""
+
+    @abstractmethod
+    def finalize(self, done: np.ndarray) -> list[SearchResult]:
+        """The results of the sentences ``done`` marks, in order; they leave the decoder."""
+
+
+class GreedyDecoder(TokenDecoder):
+    """The best token of each row; a sentence ends at EOS or the length limit."""
+
+    beams = width = 1
+
+    def __init__(self, batch: int, options: DecodingOptions, vocab: Vocabulary) -> None:
+        super().__init__(options, vocab)
+        self.running = np.full((batch, 1), vocab.decoder_start, dtype=np.int64)
+        self.sums = np.zeros(batch)  # summed log-probabilities, float64
+
+    def sequences(self) -> np.ndarray:
+        return self.running
+
+    def from_logits(self, logits: np.ndarray, sequences: np.ndarray, filters: LogitFilters) -> Candidates:
+        """generate filters raw logits for greedy; the score is the (renormalized) log-probability."""
+        processed = filters.apply(logits.copy(), sequences)
+        chosen = processed.argmax(axis=1)
+        scores = log_softmax(processed if filters.renormalize else logits)
+        rows = np.arange(len(chosen))
+        return Candidates(scores[rows, chosen][:, None], chosen[:, None].astype(np.int64))
+
+    def update(self, candidates: Candidates) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.arange(len(self.running))
+        best = candidates.values.argmax(axis=1)
+        tokens = candidates.ids[rows, best]
+        self.sums += candidates.values[rows, best]
+        self.running = np.concatenate([self.running, tokens[:, None]], axis=1)
+        return rows, (tokens == self.vocab.eos) | (self.running.shape[1] >= self.options.max_length)
+
+    def finalize(self, done: np.ndarray) -> list[SearchResult]:
+        results = []
+        for row in np.flatnonzero(done):
+            generated = self.running[row, 1:].tolist()
+            score = float(self.rank(self.sums[row], len(generated)))
+            results.append(SearchResult.of([Hypothesis(generated, score)], self.options.max_new_tokens))
+        self.running, self.sums = self.running[~done], self.sums[~done]
+        return results
+
+
+class Finished:
+    """One sentence's finished hypotheses: the best ``size``, best first (generate's ``BeamHypotheses``)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.hypotheses: list[Hypothesis] = []
+        self.improvable = True  # False once no running beam can beat the worst one kept
+
+    @property
+    def full(self) -> bool:
+        return len(self.hypotheses) == self.size
+
+    @property
+    def worst(self) -> float:
+        return min(h.score for h in self.hypotheses)
+
+    def add(self, new: list[Hypothesis]) -> None:
+        """Keep the best ``size`` of those kept and ``new``; equal scores keep the earlier first."""
+        self.hypotheses.extend(new)
+        self.hypotheses.sort(key=lambda h: -h.score)
+        del self.hypotheses[self.size :]
+
+
+class BeamDecoder(TokenDecoder):
+    """generate's beam search, vectorised over the open sentences: ``running (sentences, beams, length)``."""
+
+    def __init__(self, batch: int, options: DecodingOptions, vocab: Vocabulary) -> None:
+        super().__init__(options, vocab)
+        self.beams = k = options.beam_size
+        self.width = 2 * k
+        self.running = np.full((batch, k, 1), vocab.decoder_start, dtype=np.int64)
+        # Beams 1.. start impossible: the first step's 2K candidates all continue beam 0.
+        self.running_scores = np.tile(np.array([0.0] + [NEG] * (k - 1), dtype=np.float32), (batch, 1))
+        self.finished = [Finished(k) for _ in range(batch)]
+
+    def sequences(self) -> np.ndarray:
+        """At the first step a sentence's beams are identical: one row each is scored."""
+        length = self.running.shape[2]
+        return self.running[:, 0] if length == 1 else self.running.reshape(-1, length)
+
+    def from_logits(self, logits: np.ndarray, sequences: np.ndarray, filters: LogitFilters) -> Candidates:
+        """generate filters log-probabilities for beam search, then renormalizes if asked."""
+        full = filters.apply(log_softmax(logits), sequences)
+        full = log_softmax(full) if filters.renormalize else full
+        return Candidates(full, np.broadcast_to(np.arange(full.shape[1]), full.shape))
+
+    def update(self, candidates: Candidates) -> tuple[np.ndarray, np.ndarray]:
+        (n, k, length), first = self.running.shape, self.running.shape[2] == 1
+        scores, beams, tokens = self._best_2k(candidates.repeat(k) if first else candidates)
+        hits = (tokens == self.vocab.eos) | (length + 1 >= self.options.max_length)
+        self._collect(scores, beams, tokens, hits)
+        beams = self._continue(np.where(hits, scores + NEG, scores), beams, tokens)
+        rows = np.repeat(np.arange(n), k) if first else (np.arange(n)[:, None] * k + beams).reshape(-1)
+        return rows, self._done()
+
+    def _best_2k(self, candidates: Candidates) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each sentence's best 2K continuations: ``(scores, beams, tokens)``, each ``(sentences, 2K)``.
+
+        ``candidates`` holds each beam's best next tokens; the sentence's best 2K over all its beams
+        are among them, so this picks exactly what generate's top-2K over beams x vocabulary picks."""
+        (n, k, _), width = self.running.shape, candidates.values.shape[1]
+        total = (candidates.values.reshape(n, k, width) + self.running_scores[:, :, None]).reshape(n, k * width)
+        picks = top_k(total, 2 * k)
+        tokens = np.take_along_axis(candidates.ids.reshape(n, k * width), picks, axis=1)
+        return np.take_along_axis(total, picks, axis=1), picks // width, tokens
+
+    def _continue(self, live: np.ndarray, beams: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """The best K of the 2K that did not finish (``live`` scores) run on; returns the beam each continues."""
+        alive = top_k(live, self.beams)
+        beams, tokens = np.take_along_axis(beams, alive, axis=1), np.take_along_axis(tokens, alive, axis=1)
+        self.running_scores = np.take_along_axis(live, alive, axis=1)
+        self.running = np.concatenate(
+            [np.take_along_axis(self.running, beams[:, :, None], axis=1), tokens[:, :, None]], axis=2
+        )
+        return beams
+
+    def _collect(self, scores: np.ndarray, beams: np.ndarray, tokens: np.ndarray, hits: np.ndarray) -> None:
+        """EOS (or length-limit) candidates among the top K join their sentence's finished hypotheses."""
+        length = self.running.shape[2]  # the decoder start and the tokens so far: as many as generated with the new one
+        for i, pool in enumerate(self.finished):
+            if not pool.improvable or (pool.full and self.options.early_stopping is True):
+                continue
+            pool.add(
+                [
+                    Hypothesis(
+                        self.running[i, beams[i, c], 1:].tolist() + [int(tokens[i, c])],
+                        float(self.rank(np.float32(scores[i, c]), length)),
+                    )
+                    for c in np.flatnonzero(hits[i, : self.beams])
+                ]
+            )
+
+    def _done(self) -> np.ndarray:
+        """Sentences whose result is final: no running beam can do better (generate's heuristic, by
+        ``early_stopping``), or the length limit."""
+        o, length = self.options, self.running.shape[2]
+        best_length = o.max_length - 1 if o.early_stopping == "never" and o.length_penalty > 0.0 else length - 1
+        best_possible = self.rank(self.running_scores[:, 0], best_length)
+        done = np.zeros(len(self.finished), dtype=bool)
+        for i, pool in enumerate(self.finished):
+            if pool.full:
+                pool.improvable &= bool(best_possible[i] > pool.worst)
+            done[i] = not pool.improvable or (pool.full and o.early_stopping is True) or length >= o.max_length
+        return done
+
+    def finalize(self, done: np.ndarray) -> list[SearchResult]:
+        best = [self.finished[i].hypotheses[: self.options.num_hypotheses] for i in np.flatnonzero(done)]
+        keep = np.flatnonzero(~done)
+        self.running, self.running_scores = self.running[keep], self.running_scores[keep]
+        self.finished = [self.finished[i] for i in keep]
+        return [SearchResult.of(hypotheses, self.options.max_new_tokens) for hypotheses in best]
+
+
+# ------------------------------------------------------------------------------------------------
 
 
 def generate(
@@ -252,141 +579,25 @@ def generate(
     vocab: Vocabulary,
     forced_bos: int | None = None,
 ) -> list[SearchResult]:
-    """Translate the encoded batch; one result per sentence, in input order. ``forced_bos``: the target
-    language token generation starts with (from the request's framing)."""
-    filters = Filters(options, vocab, forced_bos)
-    if options.beam_size == 1:
-        return _greedy(inference, state, options, vocab, filters)
-    return BeamSearch(inference, options, vocab, filters).run(state)
-
-
-def _greedy(
-    inference: Inference, state: EncoderState, options: DecodingOptions, vocab: Vocabulary, filters: Filters
-) -> list[SearchResult]:
+    """Translate the encoded batch; one result per sentence, in input order. ``options`` as resolved for
+    the batch (``for_batch``); ``forced_bos``: the target language token generation starts with (from
+    the request's framing)."""
     batch = state.mask.shape[0]
+    filters = LogitFilters.of(options, vocab, forced_bos)
+    decoder: TokenDecoder = (
+        GreedyDecoder(batch, options, vocab) if options.beam_size == 1 else BeamDecoder(batch, options, vocab)
+    )
     results = [SearchResult() for _ in range(batch)]
-    active = np.arange(batch)
-    sequences = np.full((batch, 1), vocab.decoder_start, dtype=np.int64)
-    sums = np.zeros(batch)
+    open_ = np.arange(batch)  # input positions of the sentences still searched
     past = inference.empty_past(batch)
-    while len(active):
-        cands, past = next_candidates(inference, state, past, sequences, filters, need=1, greedy=True)
-        best = cands.values.argmax(axis=1)
-        rows = np.arange(len(best))
-        tokens = cands.ids[rows, best]
-        sums += cands.values[rows, best]
-        sequences = np.concatenate([sequences, tokens[:, None]], axis=1)
-        done = (tokens == vocab.eos) | (sequences.shape[1] >= filters.max_length)
-        for row in np.flatnonzero(done):
-            generated = sequences[row, 1:].tolist()
-            score = sums[row] / (len(generated) ** options.length_penalty)
-            limit = len(generated) >= options.max_new_tokens
-            results[active[row]] = SearchResult([Hypothesis(generated, float(score))], limit)
-        keep = np.flatnonzero(~done)
-        if len(keep) < len(active):
-            active, sequences, sums = active[keep], sequences[keep], sums[keep]
-            state, past = inference.select(state, keep), inference.reorder(past, keep)
+    while len(open_):
+        candidates, past = next_candidates(inference, state, past, decoder.sequences(), filters, decoder)
+        rows, done = decoder.update(candidates)
+        past = inference.reorder(past, rows)
+        if done.any():
+            for sentence, result in zip(open_[done], decoder.finalize(done)):
+                results[sentence] = result
+            keep = np.flatnonzero(~done)
+            open_, state = open_[keep], inference.select(state, keep)
+            past = inference.reorder(past, (keep[:, None] * decoder.beams + np.arange(decoder.beams)).reshape(-1))
     return results
-
-
-class BeamSearch:
-    """generate's beam search, vectorised over the sentences still open."""
-
-    def __init__(self, inference: Inference, options: DecodingOptions, vocab: Vocabulary, filters: Filters):
-        self.inference, self.options, self.vocab, self.filters = inference, options, vocab, filters
-        self.k = options.beam_size
-
-    def run(self, state: EncoderState) -> list[SearchResult]:
-        k, batch = self.k, state.mask.shape[0]
-        self.results = [SearchResult() for _ in range(batch)]
-        self.active = np.arange(batch)
-        self.running = np.full((batch, k, 1), self.vocab.decoder_start, dtype=np.int64)  # (B, K, length)
-        self.running_scores = np.tile(np.array([0.0] + [NEG] * (k - 1), dtype=np.float32), (batch, 1))
-        self.finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
-        self.improvable = np.ones(batch, dtype=bool)
-        past = self.inference.empty_past(batch)  # step 0 runs one row per sentence: its beams are identical
-        while len(self.active):
-            length = self.running.shape[2]
-            first = length == 1
-            sequences = self.running[:, :1] if first else self.running
-            cands, past = next_candidates(
-                self.inference, state, past, sequences.reshape(-1, length), self.filters, need=2 * k, greedy=False
-            )
-            if first:
-                cands, past = cands.repeat(k), self.inference.expand(past, k)
-            rows = self._advance(cands, length)
-            past = self.inference.reorder(past, rows)
-            keep = self._close_done(length + 1)
-            if keep is not None:
-                state = self.inference.select(state, keep)
-                past = self.inference.reorder(past, (keep[:, None] * k + np.arange(k)).reshape(-1))
-        return self.results
-
-    def _advance(self, cands: Candidates, length: int) -> np.ndarray:
-        """One step for every open sentence; returns the cache rows the new beams continue.
-
-        ``cands`` holds each beam's best next tokens; the sentence's best 2K over all its beams
-        are among them, so this picks exactly what generate's top-2K over beams x vocabulary picks.
-        """
-        k, n = self.k, len(self.active)
-        width = cands.values.shape[1]
-        total = (cands.values.reshape(n, k, width) + self.running_scores[:, :, None]).reshape(n, k * width)
-        picks = top_k(total, 2 * k)  # (n, 2K)
-        cand_scores = np.take_along_axis(total, picks, axis=1)
-        cand_beams = picks // width
-        cand_tokens = np.take_along_axis(cands.ids.reshape(n, k * width), picks, axis=1)
-        hits = (cand_tokens == self.vocab.eos) | (length + 1 >= self.filters.max_length)
-        self._collect_finished(cand_scores, cand_beams, cand_tokens, hits, length)
-        alive = top_k(np.where(hits, cand_scores + NEG, cand_scores), k)  # (n, K) positions in candidates
-        beams = np.take_along_axis(cand_beams, alive, axis=1)
-        tokens = np.take_along_axis(cand_tokens, alive, axis=1)
-        self.running_scores = np.take_along_axis(np.where(hits, cand_scores + NEG, cand_scores), alive, axis=1)
-        self.running = np.concatenate(
-            [np.take_along_axis(self.running, beams[:, :, None], axis=1), tokens[:, :, None]], axis=2
-        )
-        return (np.arange(n)[:, None] * k + beams).reshape(-1)
-
-    def _collect_finished(self, scores, beams, tokens, hits, length: int) -> None:
-        """EOS (or length-limit) candidates among the top K join their sentence's finished set."""
-        penalty = float(length**self.options.length_penalty)  # generated length incl. the new token
-        for i in range(len(self.active)):
-            if not self.improvable[i] or (self._all_finished(i) and self.options.early_stopping is True):
-                continue
-            pool = self.finished[i]
-            for c in np.flatnonzero(hits[i, : self.k]):
-                tokens_so_far = self.running[i, beams[i, c], 1:].tolist() + [int(tokens[i, c])]
-                pool.append((float(np.float32(scores[i, c]) / np.float32(penalty)), tokens_so_far))
-            pool.sort(key=lambda h: -h[0])
-            del pool[self.k :]
-
-    def _all_finished(self, i: int) -> bool:
-        return len(self.finished[i]) == self.k
-
-    def _close_done(self, length: int) -> np.ndarray | None:
-        """Record sentences whose result is final; returns the open ones' positions if any closed."""
-        o = self.options
-        if o.early_stopping == "never" and o.length_penalty > 0.0:
-            best_length = self.filters.max_length - 1
-        else:
-            best_length = length - 1
-        best_possible = self.running_scores[:, 0] / np.float32(best_length**o.length_penalty)
-        done = np.zeros(len(self.active), dtype=bool)
-        for i in range(len(self.active)):
-            full = self._all_finished(i)
-            if full:
-                self.improvable[i] &= bool(best_possible[i] > min(s for s, _ in self.finished[i]))
-            done[i] = (
-                (not self.improvable[i]) or (full and o.early_stopping is True) or length >= self.filters.max_length
-            )
-        for i in np.flatnonzero(done).tolist():
-            hyps = [Hypothesis(t, s) for s, t in self.finished[i][: o.num_hypotheses]]
-            limit = bool(hyps) and len(hyps[0].tokens) >= o.max_new_tokens
-            self.results[self.active[i]] = SearchResult(hyps, limit)
-        if not done.any():
-            return None
-        keep = np.flatnonzero(~done)
-        self.active = self.active[keep]
-        self.running, self.running_scores = self.running[keep], self.running_scores[keep]
-        self.finished = [self.finished[i] for i in keep]
-        self.improvable = self.improvable[keep]
-        return keep
