@@ -202,7 +202,8 @@ class S3Storage:
             raise
 
     def list(self, prefix: str) -> list[str]:
-        full = self._key(prefix) if prefix else self.prefix
+        folder = self._key(prefix) if prefix else self.prefix  # a folder, as on disk: "a/b" never lists "a/bc"
+        full = f"{folder.rstrip('/')}/" if folder else ""
         strip = len(self.prefix) + 1 if self.prefix else 0
         keys = []
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full):

@@ -19,7 +19,7 @@ from export_tools import verify
 from export_tools.build import build
 from export_tools.fixtures.like import build_like
 from export_tools.fixtures.names import LIKE
-from tests.services import RedisServer, redis_answers
+from tests.services import RedisServer, S3Server, redis_answers
 
 SYSTEM_REDIS = "redis://127.0.0.1:6379/11"  # a database of the tests' own on the machine's Redis
 MODEL_SEED = int(os.environ.get("FANYI_TEST_SEED") or secrets.randbelow(2**31))
@@ -76,6 +76,14 @@ def artifact_copy(artifacts: dict[str, Path], tmp_path: Path):
         return Path(shutil.copytree(artifacts[name], tmp_path / f"{name}-copy"))
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server on a free port, for the whole run."""
+    server = S3Server().start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

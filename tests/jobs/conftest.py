@@ -15,7 +15,7 @@ import redis
 from contract.job import read_rows
 from contract.settings import priority_lists
 from contract.storage import open_storage
-from tests.services import ROOT, S3_ENV, S3Server, Worker
+from tests.services import ROOT, S3_ENV, Worker
 
 # Short limits so redelivery happens within a test: soft < hard < visibility, as settings.check() demands;
 # a one-second heartbeat (a killed worker's chunk is enqueued again after three) and short retry backoff.
@@ -23,13 +23,6 @@ LIMITS = {
     "FANYI_SOFT_TIME_LIMIT": "10", "FANYI_TIME_LIMIT": "12", "FANYI_VISIBILITY_TIMEOUT": "15",
     "FANYI_HEARTBEAT": "1", "FANYI_RETRY_MAX_DELAY": "2",
 }  # fmt: skip
-
-
-@pytest.fixture(scope="session")
-def s3_server():
-    server = S3Server().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -10,14 +10,18 @@ from pathlib import Path
 import pytest
 
 from worker.engine.search import DecodingOptions
-from worker.engine.translator import Translator
+from worker.engine.translator import Translation, Translator
 
 
-def test_empty_and_whitespace_sentences_translate_to_empty_without_a_model_call(artifacts) -> None:
+def test_empty_and_whitespace_sentences_translate_to_empty_without_a_model_call(artifacts, monkeypatch) -> None:
     translator = Translator(artifacts["opus-mt-en-zh"], precision="fp32")
+    model_calls: list[int] = []  # sources per call of the model
+    real = translator.generate_ids
+    monkeypatch.setattr(translator, "generate_ids", lambda ids, *a: model_calls.append(len(ids)) or real(ids, *a))
     out = translator.translate_batch(["", "   ", "Tom has 3 apples."], translator.options(beam_size=2))
     assert [t.text for t in out[:2]] == ["", ""]
-    assert out[2].tokens
+    assert out[2].tokens and model_calls == [1]  # only the sentence with words reached the model
+    assert translator.translate_batch([" ", "\t"]) == [Translation("", [], 0.0)] * 2 and model_calls == [1]
 
 
 def test_non_strings_are_refused_with_what_was_passed(artifacts) -> None:
@@ -108,16 +112,16 @@ def test_min_new_tokens_past_the_positions_is_clamped_too(short_model: Path) -> 
 
 
 @pytest.mark.parametrize(
-    "options",
+    ("options", "message"),
     [
-        dict(beam_size=0),
-        dict(beam_size=2, num_hypotheses=3),
-        dict(min_new_tokens=9, max_new_tokens=4),
-        dict(early_stopping="sometimes"),
+        (dict(beam_size=0), "beam_size must be >= 1, got 0"),
+        (dict(beam_size=2, num_hypotheses=3), r"num_hypotheses must be between 1 and beam_size \(2\), got 3"),
+        (dict(min_new_tokens=9, max_new_tokens=4), r"min_new_tokens must be between 0 and max_new_tokens \(4\)"),
+        (dict(early_stopping="sometimes"), "early_stopping must be true, false or 'never', got 'sometimes'"),
     ],
 )
-def test_contradictory_options_are_refused(options) -> None:
-    with pytest.raises(ValueError):
+def test_contradictory_options_are_refused_saying_which(options, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
         DecodingOptions(**options)
 
 

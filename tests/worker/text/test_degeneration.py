@@ -27,12 +27,14 @@ def test_empty_translations_of_words_are_a_symptom() -> None:
 
 def test_suspect_sentences_are_retried_in_fp32_and_what_remains_is_flagged(artifacts, monkeypatch) -> None:
     translator = Translator(artifacts["opus-mt-en-zh"], precision="int8")  # random weights: they loop
-    fp32 = translator.at_precision("fp32")
-    retried: list[str] = []
-    real = fp32.translate_batch
-    monkeypatch.setattr(fp32, "translate_batch", lambda texts, options: retried.extend(texts) or real(texts, options))
+    calls: list[tuple[str, list[str]]] = []  # (precision of the sessions that ran, sentences) of every model call
+    real = Translator.translate_batch
+    record = lambda self, texts, *a: calls.append((self.precision, list(texts))) or real(self, texts, *a)
+    monkeypatch.setattr(Translator, "translate_batch", record)
     (result,) = DocumentTranslator(translator).translate([("d", "Tom has 3 apples. The meeting starts at 9 am.")])
-    assert retried, "no sentence was retried on the fp32 graphs"
+    assert calls[0][0] == "int8"
+    retried = [text for precision, texts in calls if precision == "fp32" for text in texts]
+    assert retried, f"no sentence was retried on the fp32 graphs: {calls}"
     assert len(result.sentences) == 2
     for sentence in result.sentences:
         source = "Tom has 3 apples. The meeting starts at 9 am."[slice(*sentence.source)]
