@@ -37,7 +37,6 @@ app.conf.update(
     task_acks_on_failure_or_timeout=True,  # nothing fails out of the task: it returns, retries or requeues
     worker_prefetch_multiplier=1,
     worker_concurrency=settings.worker_processes(),  # `--concurrency` overrides; FANYI_CONCURRENCY or the cores
-
     worker_cancel_long_running_tasks_on_connection_loss=True,  # its redelivery would otherwise run twice
     broker_connection_retry_on_startup=True,
     broker_connection_max_retries=None,  # a restarted Redis is waited for, forever
@@ -71,7 +70,6 @@ def _forget_process(pid: int | None = None, **_: object) -> None:
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(pid)
-
 
 
 @worker_process_init.connect

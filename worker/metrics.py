@@ -48,6 +48,8 @@ BATCH_FILL = Histogram(
     "fanyi_batch_fill_ratio", "Planned tokens of an engine batch over the token budget",
     buckets=(0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.5),
 )  # fmt: skip
+
+
 def record_part(job_id: str, rows: Sequence[dict[str, Any]]) -> bool:
     """Count a written part; whether the job may be complete now (the caller then checks storage).
 

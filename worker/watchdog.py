@@ -22,6 +22,7 @@ Each entry of each duty is handled on its own: one bad record or job never stall
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import threading
@@ -35,6 +36,13 @@ from worker import health
 
 log = logging.getLogger(__name__)
 # KEYS[1] a hash, ARGV[1] a field, ARGV[2] the value read: deletes the field only if it still holds that value
+# What the duties import on first use, imported in the main thread before the watchdog starts: a pool
+# process forked (at start, or to replace one that died) while this thread is inside an import inherits
+# that module's import lock, held by a thread it does not have, and hangs at its first import of it.
+PRELOAD = (
+    "boto3", "boto3.s3.transfer", "botocore.config", "botocore.exceptions", "pyarrow", "pyarrow.parquet",
+    "contract.job", "contract.storage", "worker.artifact", "worker.faults",
+)  # fmt: skip
 _DELETE_IF = """
 if redis.call('hget', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('hdel', KEYS[1], ARGV[1]) end
 return 0
@@ -78,6 +86,11 @@ class Watchdog(threading.Thread):
         """A chunk of this job reached this worker: watch the job until it ends."""
         with self.lock:
             self.jobs.setdefault((output, job_id), 0.0)
+
+    def start(self) -> None:
+        for name in PRELOAD:
+            importlib.import_module(name)
+        super().start()
 
     def run(self) -> None:
         while True:
@@ -141,9 +154,7 @@ class Watchdog(threading.Thread):
 
         job = read_job(open_storage(output), job_id)
         with self.app.connection_for_write(settings.BROKER_URL) as connection:
-            self.app.send_task(
-                TRANSLATE_CHUNK, **job.chunk_message(output, chunk), connection=connection
-            )
+            self.app.send_task(TRANSLATE_CHUNK, **job.chunk_message(output, chunk), connection=connection)
 
     def finalize_jobs(self) -> None:
         """Jobs whose chunks passed through here, checked against storage once a minute until they end."""

@@ -18,8 +18,6 @@ every_model = pytest.mark.parametrize("arch", LIKE)
 one_model = pytest.mark.parametrize("arch", ["opus-mt-en-zh"])  # what is checked does not depend on the family
 
 
-
-
 @every_model
 def test_fp32_generation_is_token_identical_to_generate(arch: str, artifacts: dict[str, Path]) -> None:
     report = json.loads((artifacts[arch] / "report.json").read_text())

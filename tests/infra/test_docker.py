@@ -17,10 +17,6 @@ DOCKERFILES = sorted(DOCKER.glob("*.Dockerfile"))
 COMPOSE = yaml.safe_load((DOCKER / "compose.yaml").read_text())
 
 
-
-
-
-
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
 def test_dockerfiles_pin_their_bases_run_as_a_user_and_copy_files_that_exist(dockerfile: Path) -> None:
     text = dockerfile.read_text()

@@ -65,18 +65,6 @@ REQUIRED_METADATA = {"metrics-api": {"url", "valueLocation", "targetValue"}}  # 
 # --- rendering -----------------------------------------------------------------------------------------------
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def pod_templates(overlay: str) -> dict[str, dict]:
     """``Kind/name`` -> pod template of every Deployment and Job."""
     return {

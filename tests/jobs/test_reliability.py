@@ -167,5 +167,3 @@ def test_ten_thousand_documents_on_two_processes_and_the_metrics_match(tmp_path,
     assert metric(scraped, "fanyi_sentences_translated_total") == sum(len(r["sentences"]) for r in rows)
     assert metric(scraped, "fanyi_task_duration_seconds_count") == 40
     assert metric(scraped, "fanyi_batch_fill_ratio_count") >= 40  # at least one engine batch per chunk
-
-

@@ -53,7 +53,6 @@ class Unit:
     raw: bool = False  # its markup could not be lifted out: ``plain`` is the source, markup and all
     escaped: str = ""  # Markdown: ASCII punctuation the source wrote escaped (``\\*``, ``&lt;``), escaped back
 
-
     def source(self, plain_offset: int) -> int:
         return self.offsets[plain_offset]
 

@@ -390,8 +390,14 @@ WORDS = ["Tom", "has", "three", "apples", "the", "park", "is", "free", "today", 
 ENTITIES = ["&amp;", "&copy;", "&#169;", "&#xA9;", "&eacute;", "&notin;", "&AMP;", "&nbsp;", "&lt;", "&gt;", "&#35;"]
 BARE = ["&amp", "&copy", "&#169", "&#xa9", "&T", "&", "&unknown;", "&#;", "&#xZ;", "&# ", "&#169a"]  # HTML decodes some
 ONLY = {
-    True: ["<?php x ?>", "<!x>", "<![CDATA[y]]>", "<!-- z -->", "<code>x &lt; 1</code>",
-           '<a href="/x?a=1&amp;b=2">T</a>'],  # fmt: skip
+    True: [
+        "<?php x ?>",
+        "<!x>",
+        "<![CDATA[y]]>",
+        "<!-- z -->",
+        "<code>x &lt; 1</code>",
+        '<a href="/x?a=1&amp;b=2">T</a>',
+    ],  # fmt: skip
     False: ["\\*", "\\_", "\\[", "\\\\", "\\#", "\\>", "`x &lt; 1`", "*Tom has*", "**T**", "[T](/x?a=1&b=2)"],
 }
 VOID = ["<br>", "<hr>", '<img src="x.png">', "<wbr>", "<meta charset=x>", "<source src=a>", "<embed src=e>",
