@@ -137,28 +137,29 @@ class Deliveries:
 
     def suspect(self, doc_id: str | None) -> None:
         """The document this delivery is now on (None: between documents)."""
+        if doc_id is None:
+            self._record(_ENDED, "1")
+            return
         try:
-            if doc_id is None:
-                _cache().eval(_ENDED, 1, self.key, self.me, "1")
-            else:
-                _cache().hset(self.key, "suspect", f"{self.me} {doc_id}")
-        except Exception as err:  # noqa: BLE001
+            _cache().hset(self.key, "suspect", f"{self.me} {doc_id}")
+        except Exception as err:  # noqa: BLE001 - the cache is a convenience
             log.warning("delivery record unavailable: %s", err)
 
     def timed_out(self) -> None:
         """This delivery ran past the soft time limit: it counts as one that died."""
         self._stop()
-        try:
-            _cache().eval(_DIED, 1, self.key, self.me, "0")
-        except Exception as err:  # noqa: BLE001
-            log.warning("delivery record unavailable: %s", err)
+        self._record(_DIED, "0")
 
     def end(self) -> None:
         """This delivery stopped (whatever the outcome): it did not die. Erases its own record only."""
         self._stop()
+        self._record(_ENDED, "0")
+
+    def _record(self, script: str, flag: str) -> None:
+        """Run one of the record's scripts (``_DIED``, ``_ENDED``) for this delivery."""
         try:
-            _cache().eval(_ENDED, 1, self.key, self.me, "0")
-        except Exception as err:  # noqa: BLE001
+            _cache().eval(script, 1, self.key, self.me, flag)
+        except Exception as err:  # noqa: BLE001 - the cache is a convenience
             log.warning("delivery record unavailable: %s", err)
 
     def count(self, what: str) -> int:
