@@ -68,7 +68,10 @@ def unacked(client: Any) -> dict[str, int]:
 def backlog(client: Any) -> dict[str, int]:
     """Per queue, chunks waiting in any priority list plus chunks delivered and not yet done: what
     an autoscaler divides by the chunks one pod should hold."""
-    depths, running = queue_depths(client), unacked(client)
+    return _totals(queue_depths(client), unacked(client))
+
+
+def _totals(depths: dict[str, list[int]], running: dict[str, int]) -> dict[str, int]:
     return {queue: sum(depths[queue]) + running[queue] for queue in settings.QUEUES}
 
 
@@ -100,6 +103,7 @@ class QueueCollector:
 
         client = broker()
         depths, running = queue_depths(client), unacked(client)
+        totals = _totals(depths, running)
         depth = GaugeMetricFamily(
             "fanyi_queue_depth", "Messages waiting, per queue and priority", labels=["queue", "priority"]
         )
@@ -109,7 +113,7 @@ class QueueCollector:
             for step, count in zip(settings.PRIORITY_STEPS, depths[queue]):
                 depth.add_metric([queue, str(step)], count)
             delivered.add_metric([queue], running[queue])
-            total.add_metric([queue], sum(depths[queue]) + running[queue])
+            total.add_metric([queue], totals[queue])
         yield from (depth, delivered, total)
         beats = _heartbeats()
         yield GaugeMetricFamily("fanyi_workers_up", "Workers whose watchdog beats", value=len(beats))
