@@ -44,12 +44,14 @@ def compact(
 def _merge(storage: Storage, job: Job, target_bytes: int, say: Callable[[str], None]) -> list[dict[str, Any]]:
     files: list[dict[str, Any]] = []
     group: list[tuple[int, bytes]] = []
+    size = 0  # bytes of the parts in ``group``
     for chunk in range(len(job.chunks)):
         group.append((chunk, storage.read(part_key(job.id, chunk))))
-        if sum(len(data) for _, data in group) >= target_bytes or chunk == len(job.chunks) - 1:
+        size += len(group[-1][1])
+        if size >= target_bytes or chunk == len(job.chunks) - 1:
             files.append(_write(storage, job, len(files), group))
             say(f"{files[-1]['key']}: chunks {group[0][0]}-{group[-1][0]}, {files[-1]['rows']:,} rows")
-            group = []
+            group, size = [], 0
     return files
 
 
