@@ -10,9 +10,10 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from export_tools import graphs
+if TYPE_CHECKING:
+    from export_tools.graphs import GraphParts
 
 
 class ExportError(Exception):
@@ -23,14 +24,20 @@ class ExportError(Exception):
 class Architecture:
     name: str  # our name, also the manifest's "architecture"
     model_types: tuple[str, ...]  # config.model_type values it covers
-    parts: Callable[[Any], graphs.GraphParts]
+    parts_of: str  # the function of ``graphs`` that takes this family's modules apart
+
+    def parts(self, model: Any) -> GraphParts:
+        from export_tools import graphs  # torch: imported where a model is exported, not to verify one
+
+        parts: Callable[[Any], GraphParts] = getattr(graphs, self.parts_of)
+        return parts(model)
 
 
 ARCHITECTURES = (
-    Architecture("marian", ("marian",), graphs.marian_parts),
-    Architecture("m2m100", ("m2m_100",), graphs.m2m100_parts),  # M2M100 and NLLB
-    Architecture("mbart", ("mbart",), graphs.mbart_parts),  # mBART-50 (many-to-many)
-    Architecture("t5", ("t5", "mt5"), graphs.t5_parts),
+    Architecture("marian", ("marian",), "marian_parts"),
+    Architecture("m2m100", ("m2m_100",), "m2m100_parts"),  # M2M100 and NLLB
+    Architecture("mbart", ("mbart",), "mbart_parts"),  # mBART-50 (many-to-many)
+    Architecture("t5", ("t5", "mt5"), "t5_parts"),
 )
 SUPPORTED = ", ".join(f"{a.name} ({'/'.join(a.model_types)})" for a in ARCHITECTURES)
 

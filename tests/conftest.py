@@ -11,18 +11,25 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+import torch
 
 from export_tools import verify
 from export_tools.build import build
 from export_tools.fixtures.like import build_like
 from export_tools.fixtures.names import LIKE
 from tests.services import RedisServer, S3Server, redis_answers
+from tests.shared import WORKER_NUMBER, Lazy, once, run_folder
 
-SYSTEM_REDIS = "redis://127.0.0.1:6379/11"  # a database of the tests' own on the machine's Redis
-MODEL_SEED = int(os.environ.get("FANYI_TEST_SEED") or secrets.randbelow(2**31))
+# A database of the tests' own on the machine's Redis; one per test process (pytest-xdist's -n).
+SYSTEM_REDIS = f"redis://127.0.0.1:6379/{11 + (WORKER_NUMBER or 0)}"
+# Drawn once: the test processes xdist starts inherit it from the environment of the one that starts them.
+MODEL_SEED = int(os.environ.setdefault("FANYI_TEST_SEED", str(secrets.randbelow(2**31))))
+if WORKER_NUMBER is not None:  # one of several test processes: each runs torch on one thread, not on all cores
+    torch.set_num_threads(1)
 
 
 def pytest_report_header() -> str:
@@ -40,24 +47,26 @@ def model_seed() -> int:
 
 
 @pytest.fixture(scope="session")
-def tiny_models(tmp_path_factory: pytest.TempPathFactory, model_seed: int) -> dict[str, Path]:
-    """The six real-like models (``export_tools/fixtures/names.py``), keyed by the real model's name."""
-    root = tmp_path_factory.mktemp("like")
-    return {name: build_like(name, root / name, seed=model_seed) for name in LIKE}
+def tiny_models(tmp_path_factory: pytest.TempPathFactory, model_seed: int) -> Mapping[str, Path]:
+    """The six real-like models (``export_tools/fixtures/names.py``), keyed by the real model's name;
+    each built on first use, once per run."""
+    root = run_folder(tmp_path_factory) / "like"
+    return Lazy(LIKE, lambda name: once(root / name, lambda out: build_like(name, out, seed=model_seed)))
 
 
 @pytest.fixture(scope="session")
-def artifacts(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """fp32 + int8 artifacts (opus-mt-en-zh also fp16), each with the parity report of its build. A failed
-    check does not stop the build here: the tests of tests/export_tools/test_build.py read the report and
-    fail for the check that failed, instead of every test that uses an artifact erroring in this fixture."""
-    root = tmp_path_factory.mktemp("artifacts")
-    out = {}
-    for name, src in tiny_models.items():
+def artifacts(tiny_models: Mapping[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Path]:
+    """fp32 + int8 artifacts (opus-mt-en-zh also fp16), each with the parity report of its build; each
+    built on first use, once per run. A failed check does not stop the build here: the tests of
+    tests/export_tools/test_build.py read the report and fail for the check that failed, instead of
+    every test that uses an artifact erroring in this fixture."""
+    root = run_folder(tmp_path_factory) / "artifacts"
+
+    def make(name: str) -> Path:
         precisions = ["fp32", "int8", "fp16"] if name == "opus-mt-en-zh" else ["fp32", "int8"]
-        build(str(src), root / name, precisions, verify=_reported)
-        out[name] = root / name
-    return out
+        return once(root / name, lambda out: build(str(tiny_models[name]), out, precisions, verify=_reported))
+
+    return Lazy(LIKE, make)
 
 
 def _reported(source: object, root: Path) -> None:
@@ -69,7 +78,7 @@ def _reported(source: object, root: Path) -> None:
 
 
 @pytest.fixture
-def artifact_copy(artifacts: dict[str, Path], tmp_path: Path):
+def artifact_copy(artifacts: Mapping[str, Path], tmp_path: Path):
     """A private copy of an artifact that a test may damage."""
 
     def copy(name: str) -> Path:
@@ -102,9 +111,9 @@ def demo_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import subprocess
     import sys
 
-    out = tmp_path_factory.mktemp("demo") / "artifact"
-    result = subprocess.run(
-        [sys.executable, "-m", "export_tools", "demo", "--out", str(out)], capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return out
+    def make(out: Path) -> None:
+        command = [sys.executable, "-m", "export_tools", "demo", "--out", str(out)]
+        result = subprocess.run(command, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    return once(run_folder(tmp_path_factory) / "demo", make)

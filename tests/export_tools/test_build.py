@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import onnx
@@ -19,7 +20,7 @@ one_model = pytest.mark.parametrize("arch", ["opus-mt-en-zh"])  # what is checke
 
 
 @every_model
-def test_fp32_generation_is_token_identical_to_generate(arch: str, artifacts: dict[str, Path]) -> None:
+def test_fp32_generation_is_token_identical_to_generate(arch: str, artifacts: Mapping[str, Path]) -> None:
     report = json.loads((artifacts[arch] / "report.json").read_text())
     fp32 = report["parity"]["fp32"]
     assert fp32["logits_ok"]
@@ -29,7 +30,7 @@ def test_fp32_generation_is_token_identical_to_generate(arch: str, artifacts: di
 
 
 @one_model
-def test_verify_passes_on_an_intact_artifact(arch: str, artifacts: dict[str, Path]) -> None:
+def test_verify_passes_on_an_intact_artifact(arch: str, artifacts: Mapping[str, Path]) -> None:
     result = run_cli("verify", str(artifacts[arch]))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["hashes"] == "ok"
@@ -63,7 +64,7 @@ def test_missing_and_unlisted_files_are_named(arch: str, artifact_copy) -> None:
 
 
 @every_model
-def test_int8_decoder_that_the_worker_loads_is_quantized(arch: str, artifacts: dict[str, Path]) -> None:
+def test_int8_decoder_that_the_worker_loads_is_quantized(arch: str, artifacts: Mapping[str, Path]) -> None:
     manifest = json.loads((artifacts[arch] / "manifest.json").read_text())
     decoder = onnx.load(str(artifacts[arch] / manifest["precisions"]["int8"]["graphs"]["decoder"]))
     counts = op_counts(decoder)
@@ -75,7 +76,7 @@ def test_int8_decoder_that_the_worker_loads_is_quantized(arch: str, artifacts: d
 
 
 @every_model
-def test_weights_are_stored_once(arch: str, artifacts: dict[str, Path], tiny_models: dict[str, Path]) -> None:
+def test_weights_are_stored_once(arch: str, artifacts: Mapping[str, Path], tiny_models: Mapping[str, Path]) -> None:
     from transformers import AutoModelForSeq2SeqLM
 
     model = AutoModelForSeq2SeqLM.from_pretrained(tiny_models[arch])
@@ -89,7 +90,7 @@ def test_weights_are_stored_once(arch: str, artifacts: dict[str, Path], tiny_mod
 
 
 @every_model
-def test_manifest_records_what_the_worker_needs(arch: str, artifacts: dict[str, Path], tiny_models) -> None:
+def test_manifest_records_what_the_worker_needs(arch: str, artifacts: Mapping[str, Path], tiny_models) -> None:
     manifest = json.loads((artifacts[arch] / "manifest.json").read_text())
     config = json.loads((tiny_models[arch] / "config.json").read_text())
     special = manifest["special_tokens"]
@@ -105,7 +106,7 @@ def test_manifest_records_what_the_worker_needs(arch: str, artifacts: dict[str, 
 
 
 @one_model
-def test_existing_output_is_refused_without_force(arch: str, artifacts: dict[str, Path], tiny_models) -> None:
+def test_existing_output_is_refused_without_force(arch: str, artifacts: Mapping[str, Path], tiny_models) -> None:
     result = run_cli("build", str(tiny_models[arch]), "--out", str(artifacts[arch]), "--skip-parity")
     assert result.returncode == 1
     assert "already exists" in result.stderr and "--force" in result.stderr
@@ -122,7 +123,7 @@ def test_a_failed_build_leaves_nothing_behind(arch: str, tiny_models, tmp_path: 
 
 
 @every_model
-def test_every_precision_stays_finite_on_the_check_set(arch: str, artifacts: dict[str, Path]) -> None:
+def test_every_precision_stays_finite_on_the_check_set(arch: str, artifacts: Mapping[str, Path]) -> None:
     report = json.loads((artifacts[arch] / "report.json").read_text())
     assert report["finite_outputs"] and all(report["finite_outputs"].values())
 
@@ -147,7 +148,7 @@ REAL_TOKENS = {
 
 
 @every_model
-def test_the_manifest_records_the_tokenizer_as_the_real_model_has_it(arch: str, artifacts: dict[str, Path]) -> None:
+def test_the_manifest_records_the_tokenizer_as_the_real_model_has_it(arch: str, artifacts: Mapping[str, Path]) -> None:
     tokenizer = json.loads((artifacts[arch] / "manifest.json").read_text())["tokenizer"]
     real = REAL_TOKENS[arch]
     assert tokenizer["kind"] == real["kind"]
@@ -156,7 +157,7 @@ def test_the_manifest_records_the_tokenizer_as_the_real_model_has_it(arch: str, 
     assert set(real["special"]) <= set(tokenizer["special_ids"])
 
 
-def test_framing_is_read_from_each_tokenizer(artifacts: dict[str, Path]) -> None:
+def test_framing_is_read_from_each_tokenizer(artifacts: Mapping[str, Path]) -> None:
     read = lambda arch: json.loads((artifacts[arch] / "manifest.json").read_text())["tokenizer"]
     nllb, m2m, mbart = read("nllb-200-distilled-600M"), read("m2m100_418M"), read("mbart-large-50-many-to-many-mmt")
     for many in (nllb, m2m, mbart):  # source-language token first, EOS last (NLLB since legacy_behaviour=False)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from export_tools.fixtures.names import LIKE
+from tests.shared import Lazy
 from worker.artifact import Artifact
 from worker.tokenizer import Tokenizer
 
@@ -23,16 +26,16 @@ TEXT = st.one_of(
 
 
 @pytest.fixture(scope="module")
-def pairs(tiny_models: dict[str, Path], artifacts: dict[str, Path]):
+def pairs(tiny_models: Mapping[str, Path], artifacts: Mapping[str, Path]) -> Mapping[str, tuple[Any, Tokenizer]]:
     from transformers import AutoTokenizer
 
-    return {
-        name: (
+    return Lazy(
+        LIKE,
+        lambda name: (
             AutoTokenizer.from_pretrained(tiny_models[name]),
             Tokenizer.from_artifact(Artifact.load(artifacts[name])),
-        )
-        for name in LIKE
-    }
+        ),
+    )
 
 
 @pytest.mark.parametrize("name", LIKE)
@@ -44,11 +47,11 @@ def test_any_text_encodes_to_the_ids_transformers_gives(name, pairs, text: str) 
 
 
 @pytest.fixture(scope="module")
-def sizes(tiny_models: dict[str, Path]) -> dict[str, int]:
+def sizes(tiny_models: Mapping[str, Path]) -> Mapping[str, int]:
     """Ids each model can emit: its embedding rows (t5 has 28 past its tokenizer's end)."""
     from transformers import AutoConfig
 
-    return {name: AutoConfig.from_pretrained(tiny_models[name]).vocab_size for name in LIKE}
+    return Lazy(LIKE, lambda name: AutoConfig.from_pretrained(tiny_models[name]).vocab_size)
 
 
 @pytest.mark.parametrize("name", LIKE)

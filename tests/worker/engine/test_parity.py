@@ -17,6 +17,7 @@ import itertools
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import torch
 
 from export_tools.fixtures.names import LIKE
 from export_tools.verify import sample_sentences
+from tests.shared import Lazy
 from worker.engine.inference import Inference
 from worker.engine.translator import Translation, Translator
 
@@ -45,6 +47,14 @@ REQUESTS: dict[str, list[tuple[str | None, str | None]]] = {
     "nllb-200-distilled-600M": [("eng_Latn", "zho_Hans"), ("fra_Latn", "deu_Latn"), ("zho_Hans", "eng_Latn")],
     "mbart-large-50-many-to-many-mmt": [("en_XX", "zh_CN"), ("fr_XX", "de_DE"), ("zh_CN", "en_XX")],
 }
+
+
+def models(names: tuple[str, ...]) -> list[Any]:
+    """One parameter per model, each in the xdist group of its model: a test process that runs a model's
+    cases loads its reference and translator once, not every process all six."""
+    return [pytest.param(name, marks=pytest.mark.xdist_group(name)) for name in names]
+
+
 TEXT_GRID = list(itertools.product((1, 4), ("batch1", "batch7"), ("natural", "forced")))
 
 
@@ -81,8 +91,8 @@ class Reference:
                 **encoded,
                 **(kwargs | options),
                 do_sample=False,
-                output_scores=True,
-                output_logits=True,
+                output_scores=True,  # beam search returns sequences_scores only with these
+                output_logits=self._needs_logits(options),  # 35 x 256k floats a step: only when read
                 return_dict_in_generate=True,
             )
         eos = self.model.generation_config.eos_token_id
@@ -92,6 +102,9 @@ class Reference:
             "text": self.tokenizer.batch_decode(out.sequences, skip_special_tokens=True),
             "scores": self._scores(out, tokens, options),
         }
+
+    def _needs_logits(self, options: dict[str, Any]) -> bool:
+        return options.get("num_beams", 1) == 1 and not self.renormalize
 
     def _scores(self, out: Any, tokens: list[list[int]], options: dict[str, Any]) -> list[float]:
         if options.get("num_beams", 1) > 1:
@@ -112,13 +125,13 @@ def _until(row: list[int], eos: int) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def references(tiny_models: dict[str, Path]) -> dict[str, Reference]:
-    return {name: Reference(name, folder) for name, folder in tiny_models.items()}
+def references(tiny_models: Mapping[str, Path]) -> Mapping[str, Reference]:
+    return Lazy(LIKE, lambda name: Reference(name, tiny_models[name]))
 
 
 @pytest.fixture(scope="module")
-def translators(artifacts: dict[str, Path]) -> dict[str, Translator]:
-    return {name: Translator(artifacts[name], precision="fp32") for name in LIKE}
+def translators(artifacts: Mapping[str, Path]) -> Mapping[str, Translator]:
+    return Lazy(LIKE, lambda name: Translator(artifacts[name], precision="fp32"))
 
 
 def _ours(translator: Translator, texts: list[str], languages: tuple[str | None, str | None], **options: Any):
@@ -140,7 +153,7 @@ def _assert_same(ours: list[Translation], theirs: dict, seed: int, case: str, le
         assert abs(t.score - score) <= tolerance, f"{where}: score {t.score} vs {score} (tolerance {tolerance:.1e})"
 
 
-@pytest.mark.parametrize("name", LIKE)
+@pytest.mark.parametrize("name", models(LIKE))
 @pytest.mark.parametrize(("beams", "batch", "stop"), TEXT_GRID)
 def test_text_ids_and_scores_equal_generate_and_batch_decode(
     name, beams, batch, stop, references, translators, model_seed
@@ -163,7 +176,7 @@ OPTION_GRID = [
 ]
 
 
-@pytest.mark.parametrize("name", OPTION_MODELS)
+@pytest.mark.parametrize("name", models(OPTION_MODELS))
 @pytest.mark.parametrize(("beams", "lp", "ngram", "stop", "batch"), OPTION_GRID)
 def test_search_options_match_generate(
     name, beams, lp, ngram, stop, batch, references, translators, model_seed
@@ -176,7 +189,7 @@ def test_search_options_match_generate(
     _assert_same(ours, theirs, model_seed, f"{name} beams={beams} lp={lp} ngram={ngram} {stop} {batch}", lp)
 
 
-@pytest.mark.parametrize("name", OPTION_MODELS)
+@pytest.mark.parametrize("name", models(OPTION_MODELS))
 @pytest.mark.parametrize("beams", [1, 4])
 def test_repetition_penalty_takes_the_full_vocabulary_and_matches(
     name, beams, references, translators, model_seed, monkeypatch
@@ -194,7 +207,7 @@ def test_repetition_penalty_takes_the_full_vocabulary_and_matches(
     assert any(steps), "the full-vocabulary path never ran"
 
 
-@pytest.mark.parametrize("name", ["opus-mt-en-zh", "nllb-200-distilled-600M", "t5-small"])
+@pytest.mark.parametrize("name", models(("opus-mt-en-zh", "nllb-200-distilled-600M", "t5-small")))
 @pytest.mark.parametrize("beams", [1, 4])
 def test_io_binding_path_gives_the_same_results(name, beams, artifacts) -> None:
     """The IO-binding path (the CUDA one) run on the CPU provider: same tokens and scores as plain runs."""
@@ -212,7 +225,7 @@ def test_io_binding_path_gives_the_same_results(name, beams, artifacts) -> None:
     assert results[0] == results[1]
 
 
-@pytest.mark.parametrize("name", LIKE)
+@pytest.mark.parametrize("name", models(LIKE))
 def test_the_cli_prints_what_transformers_prints(name, artifacts, references, model_seed) -> None:
     source, target = REQUESTS[name][1]  # m2m100 fr -> de, t5 en -> fr, nllb and mbart fr -> de, marian zh / uk
     languages = [*(["--source-language", source] if source else []), *(["--target-language", target] if target else [])]
