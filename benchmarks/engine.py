@@ -1,13 +1,17 @@
 """Engine benchmark: ours against PyTorch, optimum ORT and CTranslate2 on the opus-mt-en-zh shape.
 
-    python -m benchmarks.engine                 # all engines, writes the table into BENCHMARKS.md
-    python -m benchmarks.engine --engines ours-int8 ctranslate2-int8 --no-write
+    python -m benchmarks.engine                 # all engines, 3 rounds, writes the table into BENCHMARKS.md
+    python -m benchmarks.engine --engines ours-int8 ctranslate2-int8 --rounds 5 --no-write
 
 Workload: a random Marian model with the opus-mt-en-zh shape (d_model 512, 6+6 layers, 8 heads,
 ffn 2048, vocab 65001), 64 source sentences of 10-40 token ids, beam 4, exactly 32 new tokens per
 output (EOS is banned until then, so every engine does the same work), 2 threads. Each engine
 runs in its own process; the headline rows give every engine the same batches of 16 sentences.
 Latency: one 15-word (20-token) sentence, beam 4, 32 new tokens, p50/p95 over repeated runs.
+Peak memory is the engine process's own ``VmHWM`` (``ru_maxrss`` would carry its parent's high-water
+mark through fork+exec). Rounds: every engine runs once per round, in reverse order on odd rounds;
+the table gives medians and ranges over rounds, and each row's ratio to the CTranslate2 run of the
+same precision and batching in the same round (paired), as the median of the per-round ratios.
 Models and artifacts are cached under ``build/bench`` (delete it to rebuild).
 """
 
@@ -16,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -222,27 +225,85 @@ def measure(name: str) -> dict[str, float | str]:
         "engine": name,
         "sentences_per_s": SENTENCES / elapsed,
         "tokens_per_s": SENTENCES * NEW_TOKENS / elapsed,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mib": peak_rss_mib(),
         "latency_p50_ms": 1000 * statistics.median(latencies),
         "latency_p95_ms": 1000 * latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))],
     }
 
 
+def peak_rss_mib() -> float:
+    """This process's own high-water resident set (``VmHWM``), in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status: this benchmark reads peak memory the Linux way")
+
+
 # ------------------------------------------------------------------------------------------------
+# Rounds and the table
+
+Row = dict[str, Any]
+RIVAL = {
+    "ours-int8": "ctranslate2-int8",
+    "ours-fp32": "ctranslate2-float32",
+    "ours-int8-budget": "ctranslate2-int8-tokens",
+}
 
 
-def table(rows: list[dict]) -> str:
-    base = next((r["tokens_per_s"] for r in rows if r["engine"] == "pytorch"), None)
+def rival(name: str) -> str:
+    """The CTranslate2 run a row is paired with: same precision and batching (int8 for the others)."""
+    return RIVAL.get(name, "ctranslate2-int8")
+
+
+def run_one(name: str) -> Row | None:
+    """One engine in a fresh process; None (with its error shown) when it failed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.engine", "--one", name], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        print(done.stderr[-2000:], file=sys.stderr)
+        return None
+    row: Row = json.loads(done.stdout.strip().splitlines()[-1])
+    return row
+
+
+def run_rounds(engines: list[str], rounds: int) -> list[dict[str, Row]]:
+    out = []
+    for number in range(rounds):
+        order = engines if number % 2 == 0 else engines[::-1]
+        found: dict[str, Row] = {}
+        for name in order:
+            print(f"[bench] round {number + 1}/{rounds}: {name}", file=sys.stderr, flush=True)
+            row = run_one(name)
+            if row is not None:
+                found[name] = row
+                print(f"[bench]   {row['tokens_per_s']:.0f} target tokens/s", file=sys.stderr, flush=True)
+        out.append(found)
+    return out
+
+
+def _spread(values: list[float], digits: int = 0) -> str:
+    """Median, and the range when there is more than one value."""
+    fmt = lambda v: f"{v:.{digits}f}"
+    middle = fmt(statistics.median(values))
+    return middle if len(values) < 2 else f"{middle} ({fmt(min(values))}-{fmt(max(values))})"
+
+
+def table(engines: list[str], rounds: list[dict[str, Row]]) -> str:
     lines = [
-        "| engine | sentences/s | target tokens/s | vs PyTorch | peak RSS MiB | latency p50 ms | p95 ms |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| engine | target tokens/s | paired ratio | to | peak RSS MiB | latency p50 ms | p95 ms |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: |",
     ]
-    for r in rows:
-        ratio = f"{r['tokens_per_s'] / base:.2f}x" if base else "n/a"
-        lines.append(
-            f"| {r['engine']} | {r['sentences_per_s']:.2f} | {r['tokens_per_s']:.0f} | {ratio} | "
-            f"{r['peak_rss_mib']:.0f} | {r['latency_p50_ms']:.0f} | {r['latency_p95_ms']:.0f} |"
-        )
+    for name in engines:
+        runs = [r[name] for r in rounds if name in r]
+        if not runs:
+            continue
+        both = [r for r in rounds if {name, rival(name)} <= set(r)]
+        paired = [r[name]["tokens_per_s"] / r[rival(name)]["tokens_per_s"] for r in both]
+        ratio = _spread(paired, 2) if paired and name != rival(name) else ""
+        cells = [_spread([run[key] for run in runs]) for key in ("tokens_per_s", "peak_rss_mib")]
+        cells += [_spread([run[key] for run in runs]) for key in ("latency_p50_ms", "latency_p95_ms")]
+        lines.append(f"| {name} | {cells[0]} | {ratio} | {rival(name) if ratio else ''} | {' | '.join(cells[1:])} |")
     return "\n".join(lines)
 
 
@@ -251,25 +312,19 @@ def main() -> None:
         prog="python -m benchmarks.engine", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--engines", nargs="+", default=[*ENGINES, *BEST], choices=[*ENGINES, *BEST])
+    p.add_argument("--rounds", type=int, default=3, help="times every engine runs, alternating (default: 3)")
     p.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
     p.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one engine in this process
     args = p.parse_args()
     if args.one:
         print(json.dumps(measure(args.one)))
         return
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
     print("[bench] preparing models (cached in build/bench)", file=sys.stderr, flush=True)
     prepare()
-    rows = []
-    for name in args.engines:
-        print(f"[bench] {name}", file=sys.stderr, flush=True)
-        done = subprocess.run(
-            [sys.executable, "-m", "benchmarks.engine", "--one", name], capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:
-            print(done.stderr[-2000:], file=sys.stderr)
-            continue
-        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    text = table(rows)
+    text = table(args.engines, run_rounds(args.engines, args.rounds))
+    text += f"\n\n{args.rounds} rounds; medians, with the range over rounds in brackets."
     print(text)
     if not args.no_write:
         _write(text)

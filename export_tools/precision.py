@@ -5,6 +5,10 @@ Gather. It works here because our decoder has no ``If`` subgraphs (a merged deco
 sit inside them and ``quantize_dynamic`` leaves them all in fp32). The tied token table is one
 initializer, quantized once and shared by the lookup and the LM head.
 
+Activations are quantized one row (one token) at a time, never one scale for the whole batch as
+ONNX Runtime's ``DynamicQuantizeLinear`` does: a sentence's translation and score are then the
+same whatever else is in its batch and however it is padded (``per_row_activations``).
+
 FP16 keeps normalisation, softmax and the logits in fp32: Marian/T5 activations overflow
 fp16 there. The caches are fp16 on the wire, halving the KV memory traffic.
 """
@@ -15,7 +19,9 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import onnx
+from onnx import numpy_helper
 from onnxruntime.quantization import QuantType, quantize_dynamic
 from onnxruntime.transformers.float16 import convert_float_to_float16
 
@@ -70,10 +76,98 @@ def to_int8(model: onnx.ModelProto, *, per_channel: bool = False) -> onnx.ModelP
             dst,
             op_types_to_quantize=["MatMul", "Gather"],
             per_channel=per_channel,
-            weight_type=QuantType.QInt8,
+            weight_type=QuantType.QUInt8,  # u8 x u8: exact on AVX2 (u8 x s8 saturates in pairs there)
             extra_options={"MatMulConstBOnly": True},
         )
-        return onnx.load(str(dst))
+        return per_row_activations(onnx.load(str(dst)))
+
+
+def per_row_activations(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Replace every ``DynamicQuantizeLinear`` (one scale and zero point per tensor, i.e. per batch) by a
+    symmetric quantization per row: ``scale = max|x| / 127`` over the last axis, ``q = round(x / scale) +
+    128`` as uint8 with the scalar zero point 128 (``MatMulInteger`` takes no per-row zero point).
+
+    ``quantize_dynamic`` follows each ``MatMulInteger`` with ``Cast -> Mul(activation scale * weight
+    scale)``; the activation scale becomes 1 there and the row scale multiplies that ``Mul``'s output. So
+    every scale ONNX Runtime's ``MatMulIntegerToFloat`` fusion sees is a scalar or per column, as that
+    op requires (fed a per-row scale together with a bias it mixes rows up). Every op is row-local and
+    the integer products are exact in any order, so a row's result depends on that row alone."""
+    graph = model.graph
+    users: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            users.setdefault(name, []).append(node)
+    nodes: list[onnx.NodeProto] = []
+    rescale: dict[str, str] = {}  # output of a quantized MatMul's last Mul -> the row scale it needs
+    for node in graph.node:
+        if node.op_type == "DynamicQuantizeLinear":
+            nodes += _quantize_rows(node)
+            for end in _dequantizing_muls(node.output[0], users):
+                rescale[end.output[0]] = _row_scale(node)
+            continue
+        unscaled = {out: f"{out}_before_row_scale" for out in node.output if out in rescale}
+        node.output[:] = [unscaled.get(out, out) for out in node.output]
+        nodes.append(node)
+        nodes += [onnx.helper.make_node("Mul", [unscaled[out], rescale[out]], [out]) for out in unscaled]
+    if rescale:
+        graph.initializer.extend(
+            numpy_helper.from_array(np.array(value, dtype), name)
+            for name, value, dtype in (
+                (_INT8_MAX, 127.0, np.float32),
+                (_TINY, np.finfo(np.float32).tiny, np.float32),
+                (_ONE, 1.0, np.float32),
+                (_MIDPOINT, 128, np.uint8),
+            )
+        )
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model
+
+
+_INT8_MAX, _TINY, _ONE, _MIDPOINT = "row_quant_127", "row_quant_tiny", "row_quant_one", "row_quant_128"
+
+
+def _row_scale(node: onnx.NodeProto) -> str:
+    return f"{node.output[0]}_row_scale"
+
+
+def _quantize_rows(node: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """What replaces one ``DynamicQuantizeLinear``: the same three outputs (quantized rows, a scale of 1,
+    the zero point 128) and the row scale beside them."""
+    (x,), (q, scale, zero_point) = node.input, node.output
+    t, row_scale = f"{q}_row", _row_scale(node)
+    make = onnx.helper.make_node
+    return [
+        make("Abs", [x], [f"{t}_abs"]),
+        make("ReduceMax", [f"{t}_abs"], [f"{t}_max"], axes=[-1], keepdims=1),
+        make("Max", [f"{t}_max", _TINY], [f"{t}_max_nonzero"]),  # an all-zero row: scale > 0, q = 128
+        make("Div", [f"{t}_max_nonzero", _INT8_MAX], [row_scale]),
+        make("Div", [x, row_scale], [f"{t}_scaled"]),
+        make("QuantizeLinear", [f"{t}_scaled", _ONE, _MIDPOINT], [q]),
+        make("Identity", [_ONE], [scale]),
+        make("Identity", [_MIDPOINT], [zero_point]),
+    ]
+
+
+def _dequantizing_muls(quantized: str, users: dict[str, list[onnx.NodeProto]]) -> list[onnx.NodeProto]:
+    """The ``Mul`` that ends each ``MatMulInteger -> Cast -> Mul`` reading ``quantized``."""
+    ends = []
+    for matmul in users[quantized]:
+        chain = [matmul, *_only_user(matmul, users, "Cast"), *_only_user(matmul, users, "Cast", "Mul")]
+        if [n.op_type for n in chain] != ["MatMulInteger", "Cast", "Mul"]:
+            raise ValueError(f"unexpected INT8 graph: {quantized} feeds {[n.op_type for n in chain]}")
+        ends.append(chain[-1])
+    return ends
+
+
+def _only_user(node: onnx.NodeProto, users: dict[str, list[onnx.NodeProto]], *path: str) -> list[onnx.NodeProto]:
+    """The node reached from ``node`` through the single users of types ``path``; [] when there is none."""
+    for op_type in path:
+        found = users.get(node.output[0], [])
+        if len(found) != 1 or found[0].op_type != op_type:
+            return []
+        node = found[0]
+    return [node]
 
 
 def to_fp16(model: onnx.ModelProto, keep_fp32_io: list[str]) -> onnx.ModelProto:

@@ -1,0 +1,49 @@
+"""A sentence's translation does not depend on its batch: the ids and the score of every hypothesis are
+bit-identical whether it is translated alone or among any other sentences, padded to any length. INT8
+quantizes activations one row at a time (``export_tools/precision.py``), so this holds for it as it
+does for fp32; with one scale per batch (ONNX Runtime's ``DynamicQuantizeLinear``) it did not."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from export_tools.verify import sample_sentences
+from worker.engine.translator import Translator
+
+SENTENCES = [
+    *sample_sentences(),
+    "Tom bought 3 apples for $4.50 at the supermarket on Monday.",
+    "Yes.",
+    "The committee, which had met twice before the vote, published a long report on the budget.",
+]
+
+
+@pytest.fixture(scope="module")
+def translators(artifacts: Mapping[str, Path]) -> dict[str, Translator]:
+    return {name: Translator(artifacts[name], precision="int8") for name in ("opus-mt-en-zh", "t5-small")}
+
+
+@pytest.mark.parametrize("name", ["opus-mt-en-zh", "t5-small"])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    target=st.sampled_from(SENTENCES),
+    others=st.lists(st.sampled_from(SENTENCES), min_size=1, max_size=7),
+    position=st.integers(0, 7),
+)
+def test_int8_ids_and_scores_are_the_same_alone_and_in_any_batch(
+    translators: dict[str, Translator], name: str, target: str, others: list[str], position: int
+) -> None:
+    translator = translators[name]
+    options = translator.options(beam_size=3, num_hypotheses=3, max_new_tokens=12)
+    framing = translator.framing(options, require_target=False)
+    source = lambda text: translator.tokenizer.encode(text, framing)
+    batch = [source(text) for text in others]
+    batch.insert(min(position, len(batch)), source(target))
+    (alone,) = translator.generate_ids([source(target)], options)
+    among = translator.generate_ids(batch, options)[min(position, len(others))]
+    assert [(h.tokens, h.score) for h in among.hypotheses] == [(h.tokens, h.score) for h in alone.hypotheses]
