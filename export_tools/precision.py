@@ -40,7 +40,6 @@ FP32_OPS = [
     "LogSoftmax",
     "TopK",
     "ScatterElements",
-    "ReduceLogSumExp",
 ]
 FP32_DECODER_IO = ["logits", "top_logprobs", "top_ids", "top_k_slots", "banned_values", "log_mass"]
 
@@ -153,21 +152,13 @@ def _dequantizing_muls(quantized: str, users: dict[str, list[onnx.NodeProto]]) -
     """The ``Mul`` that ends each ``MatMulInteger -> Cast -> Mul`` reading ``quantized``."""
     ends = []
     for matmul in users[quantized]:
-        chain = [matmul, *_only_user(matmul, users, "Cast"), *_only_user(matmul, users, "Cast", "Mul")]
+        chain = [matmul]
+        while len(chain) < 3 and len(users.get(chain[-1].output[0], [])) == 1:
+            chain += users[chain[-1].output[0]]
         if [n.op_type for n in chain] != ["MatMulInteger", "Cast", "Mul"]:
             raise ValueError(f"unexpected INT8 graph: {quantized} feeds {[n.op_type for n in chain]}")
         ends.append(chain[-1])
     return ends
-
-
-def _only_user(node: onnx.NodeProto, users: dict[str, list[onnx.NodeProto]], *path: str) -> list[onnx.NodeProto]:
-    """The node reached from ``node`` through the single users of types ``path``; [] when there is none."""
-    for op_type in path:
-        found = users.get(node.output[0], [])
-        if len(found) != 1 or found[0].op_type != op_type:
-            return []
-        node = found[0]
-    return [node]
 
 
 def to_fp16(model: onnx.ModelProto, keep_fp32_io: list[str]) -> onnx.ModelProto:
