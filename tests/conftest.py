@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-import torch
 
 from export_tools import verify
 from export_tools.build import build
@@ -29,6 +28,8 @@ SYSTEM_REDIS = f"redis://127.0.0.1:6379/{11 + (WORKER_NUMBER or 0)}"
 # Drawn once: the test processes xdist starts inherit it from the environment of the one that starts them.
 MODEL_SEED = int(os.environ.setdefault("FANYI_TEST_SEED", str(secrets.randbelow(2**31))))
 if WORKER_NUMBER is not None:  # one of several test processes: each runs torch on one thread, not on all cores
+    import torch
+
     torch.set_num_threads(1)
 
 

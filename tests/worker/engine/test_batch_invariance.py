@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from export_tools.verify import sample_sentences
+from tests.shared import Lazy
 from worker.engine.translator import Translator
 
 SENTENCES = [
@@ -23,12 +24,15 @@ SENTENCES = [
 ]
 
 
+MODELS = ("opus-mt-en-zh", "t5-small")
+
+
 @pytest.fixture(scope="module")
-def translators(artifacts: Mapping[str, Path]) -> dict[str, Translator]:
-    return {name: Translator(artifacts[name], precision="int8") for name in ("opus-mt-en-zh", "t5-small")}
+def translators(artifacts: Mapping[str, Path]) -> Mapping[str, Translator]:
+    return Lazy(MODELS, lambda name: Translator(artifacts[name], precision="int8"))
 
 
-@pytest.mark.parametrize("name", ["opus-mt-en-zh", "t5-small"])
+@pytest.mark.parametrize("name", MODELS)
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     target=st.sampled_from(SENTENCES),
@@ -36,7 +40,7 @@ def translators(artifacts: Mapping[str, Path]) -> dict[str, Translator]:
     position=st.integers(0, 7),
 )
 def test_int8_ids_and_scores_are_the_same_alone_and_in_any_batch(
-    translators: dict[str, Translator], name: str, target: str, others: list[str], position: int
+    translators: Mapping[str, Translator], name: str, target: str, others: list[str], position: int
 ) -> None:
     translator = translators[name]
     options = translator.options(beam_size=3, num_hypotheses=3, max_new_tokens=12)
