@@ -12,6 +12,10 @@ Peak memory is the engine process's own ``VmHWM`` (``ru_maxrss`` would carry its
 mark through fork+exec). Rounds: every engine runs once per round, in reverse order on odd rounds;
 the table gives medians and ranges over rounds, and each row's ratio to the CTranslate2 run of the
 same precision and batching in the same round (paired), as the median of the per-round ratios.
+Natural stop (the ``-natural`` rows): the trained demo model (Marian, d_model 192, 3+3 layers, its
+real EOS), 256 two-sentence demo-domain documents, beam 4, 64 documents per call, 2 threads; ours
+through the document layer (segmenting, windows, stitching, the degeneration guard), CTranslate2 on
+each document's text as one input. Their throughput is documents/s.
 Models and artifacts are cached under ``build/bench`` (delete it to rebuild).
 """
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -41,9 +46,21 @@ ENGINES = (
     "ctranslate2-int8",
     "ours-fp32",
     "ours-int8",
+    "ours-int8-static",
 )
-BEST = ("ctranslate2-int8-tokens", "ours-int8-budget")  # each at its best batching: all 64 handed over at once
+# Each engine at its best batching: all 64 sentences handed over at once.
+BEST = ("ctranslate2-int8-tokens", "ours-int8-budget", "ours-int8-static-budget")
+NATURAL = ("ctranslate2-int8-natural", "ours-int8-natural", "ours-int8-static-natural")
 VOCAB = 65001
+DOCUMENTS, CHUNK = 256, 64
+
+
+def demo_documents() -> list[tuple[str, str]]:
+    """The natural-stop workload: two demo-domain sentences per document."""
+    from export_tools.fixtures import demo_corpus
+
+    rng = random.Random(0)
+    return [(f"doc-{n}", demo_corpus.paragraph(rng, 2).en) for n in range(DOCUMENTS)]
 
 
 def workload(seed: int = 0) -> tuple[list[list[int]], list[int]]:
@@ -66,10 +83,26 @@ def prepare() -> None:
     model_dir = CACHE / "model"
     if not (model_dir / "model.safetensors").exists():
         opus_shape_model(model_dir)
-    if not (CACHE / "ours" / "manifest.json").exists():
+    if not (CACHE / "ours" / "int8-static").exists():
         from export_tools.build import build
+        from export_tools.fixtures.demo_corpus import calibration_set
 
-        build(str(model_dir), CACHE / "ours", ["fp32", "int8"], force=True)
+        precisions = ["fp32", "int8", "int8-static"]
+        build(str(model_dir), CACHE / "ours", precisions, force=True, calibration_set=calibration_set())
+    if not (CACHE / "demo" / "int8-static").exists():
+        from export_tools.build import build
+        from export_tools.cli import DEMO_CHECKPOINT
+        from export_tools.fixtures.demo_corpus import calibration_set
+
+        build(str(DEMO_CHECKPOINT), CACHE / "demo", ["fp32", "int8", "int8-static"], force=True,
+              calibration_set=calibration_set())  # fmt: skip
+    if not (CACHE / "ct2-demo-int8" / "model.bin").exists():
+        import ctranslate2.converters
+
+        from export_tools.cli import DEMO_CHECKPOINT
+
+        converter = ctranslate2.converters.TransformersConverter(str(DEMO_CHECKPOINT))
+        converter.convert(str(CACHE / "ct2-demo-int8"), quantization="int8", force=True)
     if not (CACHE / "ct2-float32" / "model.bin").exists():
         import ctranslate2.converters
 
@@ -194,7 +227,8 @@ def engine(name: str) -> Callable[[list[list[int]]], None]:
         return run_ct2
     from worker.engine.translator import Translator
 
-    translator = Translator(CACHE / "ours", precision=name.split("-")[1], threads=THREADS)
+    precision = name.removeprefix("ours-").removesuffix("-budget")
+    translator = Translator(CACHE / "ours", precision=precision, threads=THREADS)
     options = translator.options(beam_size=BEAMS, min_new_tokens=NEW_TOKENS, max_new_tokens=NEW_TOKENS)
     by_budget = name.endswith("-budget")
 
@@ -207,7 +241,53 @@ def engine(name: str) -> Callable[[list[list[int]]], None]:
     return run_ours
 
 
+def natural_engine(name: str) -> Callable[[list[tuple[str, str]]], None]:
+    """Translates one call's documents with the demo model, stopping at its EOS."""
+    from worker.engine.translator import Translator
+
+    precision = name.removeprefix("ours-").removesuffix("-natural") if name.startswith("ours") else "fp32"
+    ours = Translator(CACHE / "demo", precision=precision, threads=THREADS)  # CTranslate2: its tokenizer only
+    if name.startswith("ours"):
+        from worker.documents import DocumentTranslator
+
+        documents, options = DocumentTranslator(ours), ours.options(beam_size=BEAMS)
+
+        def run_ours(chunk: list[tuple[str, str]]) -> None:
+            documents.translate(chunk, options)
+
+        return run_ours
+    import ctranslate2
+
+    from export_tools.cli import DEMO_CHECKPOINT
+
+    translator = ctranslate2.Translator(str(CACHE / "ct2-demo-int8"), device="cpu", intra_threads=THREADS)
+    pieces = {i: p for p, i in json.loads((DEMO_CHECKPOINT / "vocab.json").read_text()).items()}
+    eos = ours.vocab.eos
+
+    def run_ct2(chunk: list[tuple[str, str]]) -> None:
+        tokens = [[pieces[i] for i in ours.tokenizer.encode(text)] + [pieces[eos]] for _, text in chunk]
+        translator.translate_batch(tokens, beam_size=BEAMS, max_batch_size=len(chunk))
+
+    return run_ct2
+
+
+def measure_natural(name: str) -> dict[str, float | str]:
+    documents = demo_documents()
+    run = natural_engine(name)
+    run(documents[:CHUNK])  # warm-up
+    started = time.perf_counter()
+    for i in range(0, DOCUMENTS, CHUNK):
+        run(documents[i : i + CHUNK])
+    return {
+        "engine": name,
+        "documents_per_s": DOCUMENTS / (time.perf_counter() - started),
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
 def measure(name: str) -> dict[str, float | str]:
+    if name in NATURAL:
+        return measure_natural(name)
     sources, latency_sentence = workload()
     run = engine(name)
     run(batches(sources)[0][:2])  # warm-up: allocations, lazy session creation
@@ -245,14 +325,18 @@ def peak_rss_mib() -> float:
 Row = dict[str, Any]
 RIVAL = {
     "ours-int8": "ctranslate2-int8",
+    "ours-int8-static": "ctranslate2-int8",
     "ours-fp32": "ctranslate2-float32",
     "ours-int8-budget": "ctranslate2-int8-tokens",
+    "ours-int8-static-budget": "ctranslate2-int8-tokens",
+    "ours-int8-natural": "ctranslate2-int8-natural",
+    "ours-int8-static-natural": "ctranslate2-int8-natural",
 }
 
 
 def rival(name: str) -> str:
     """The CTranslate2 run a row is paired with: same precision and batching (int8 for the others)."""
-    return RIVAL.get(name, "ctranslate2-int8")
+    return RIVAL.get(name, "ctranslate2-int8-natural" if name in NATURAL else "ctranslate2-int8")
 
 
 def run_one(name: str) -> Row | None:
@@ -277,7 +361,8 @@ def run_rounds(engines: list[str], rounds: int) -> list[dict[str, Row]]:
             row = run_one(name)
             if row is not None:
                 found[name] = row
-                print(f"[bench]   {row['tokens_per_s']:.0f} target tokens/s", file=sys.stderr, flush=True)
+                unit = "documents/s" if name in NATURAL else "target tokens/s"
+                print(f"[bench]   {row[rate(name)]:.0f} {unit}", file=sys.stderr, flush=True)
         out.append(found)
     return out
 
@@ -289,9 +374,18 @@ def _spread(values: list[float], digits: int = 0) -> str:
     return middle if len(values) < 2 else f"{middle} ({fmt(min(values))}-{fmt(max(values))})"
 
 
+KEYS = ("peak_rss_mib", "latency_p50_ms", "latency_p95_ms")
+
+
+def rate(name: str) -> str:
+    """What a row's throughput is counted in: documents for the natural-stop rows, target tokens otherwise."""
+    return "documents_per_s" if name in NATURAL else "tokens_per_s"
+
+
 def table(engines: list[str], rounds: list[dict[str, Row]]) -> str:
     lines = [
-        "| engine | target tokens/s | paired ratio | to | peak RSS MiB | latency p50 ms | p95 ms |",
+        "| engine | target tokens/s (-natural: documents/s) | paired ratio | to | peak RSS MiB | latency p50 ms "
+        "| p95 ms |",
         "| --- | ---: | ---: | --- | ---: | ---: | ---: |",
     ]
     for name in engines:
@@ -299,10 +393,10 @@ def table(engines: list[str], rounds: list[dict[str, Row]]) -> str:
         if not runs:
             continue
         both = [r for r in rounds if {name, rival(name)} <= set(r)]
-        paired = [r[name]["tokens_per_s"] / r[rival(name)]["tokens_per_s"] for r in both]
+        paired = [r[name][rate(name)] / r[rival(name)][rate(name)] for r in both]
         ratio = _spread(paired, 2) if paired and name != rival(name) else ""
-        cells = [_spread([run[key] for run in runs]) for key in ("tokens_per_s", "peak_rss_mib")]
-        cells += [_spread([run[key] for run in runs]) for key in ("latency_p50_ms", "latency_p95_ms")]
+        cells = [_spread([run[key] for run in runs], 1 if name in NATURAL else 0) for key in (rate(name),)]
+        cells += [_spread([run[key] for run in runs]) if key in runs[0] else "" for key in KEYS]
         lines.append(f"| {name} | {cells[0]} | {ratio} | {rival(name) if ratio else ''} | {' | '.join(cells[1:])} |")
     return "\n".join(lines)
 
@@ -311,7 +405,8 @@ def main() -> None:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.engine", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--engines", nargs="+", default=[*ENGINES, *BEST], choices=[*ENGINES, *BEST])
+    every = [*ENGINES, *BEST, *NATURAL]
+    p.add_argument("--engines", nargs="+", default=every, choices=every)
     p.add_argument("--rounds", type=int, default=3, help="times every engine runs, alternating (default: 3)")
     p.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
     p.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one engine in this process
@@ -323,7 +418,9 @@ def main() -> None:
         p.error("--rounds must be at least 1")
     print("[bench] preparing models (cached in build/bench)", file=sys.stderr, flush=True)
     prepare()
-    text = table(args.engines, run_rounds(args.engines, args.rounds))
+    rounds = run_rounds(args.engines, args.rounds)
+    (CACHE / "rounds.json").write_text(json.dumps(rounds, indent=1))  # the raw runs, should the table be redone
+    text = table(args.engines, rounds)
     text += f"\n\n{args.rounds} rounds; medians, with the range over rounds in brackets."
     print(text)
     if not args.no_write:

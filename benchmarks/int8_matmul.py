@@ -63,10 +63,13 @@ def per_tensor(w: np.ndarray) -> onnx.ModelProto:
 
 
 def per_row(w: np.ndarray, activations: str, weights: str) -> onnx.ModelProto:
-    """Symmetric per-row activations (scale max|x|/127), 8-bit weights with a scale per column."""
-    scale = (np.abs(w).max(axis=0) / 127).astype(np.float32)
-    q = np.clip(np.round(w / scale), -127, 127)
-    wq, wz = (q.astype(np.int8), np.int8(0)) if weights == "s8" else ((q + 128).astype(np.uint8), np.uint8(128))
+    """Symmetric per-row activations (scale max|x|/127), 8-bit weights (7-bit for ``s7``: products added
+    in pairs stay inside int16) with a scale per column."""
+    top = 63 if weights == "s7" else 127
+    scale = (np.abs(w).max(axis=0) / top).astype(np.float32)
+    q = np.clip(np.round(w / scale), -top, top)
+    signed = weights in ("s8", "s7")
+    wq, wz = (q.astype(np.int8), np.int8(0)) if signed else ((q + 128).astype(np.uint8), np.uint8(128))
     az = np.uint8(128) if activations == "u8" else np.int8(0)
     nodes = [
         helper.make_node("Abs", ["x"], ["a"]),
@@ -100,6 +103,7 @@ def schemes(w: np.ndarray) -> dict[str, Callable[[], onnx.ModelProto]]:
         "fp32": lambda: fp32(w),
         "per tensor, u8 x s8 (ORT dynamic)": lambda: per_tensor(w),
         "per row, u8 x s8": lambda: per_row(w, "u8", "s8"),
+        "per row, u8 x s7 (7-bit weights)": lambda: per_row(w, "u8", "s7"),
         "per row, s8 x s8": lambda: per_row(w, "s8", "s8"),
         "per row, u8 x u8": lambda: per_row(w, "u8", "u8"),
         "ours (export_tools.precision.to_int8)": lambda: to_int8(fp32(w)),

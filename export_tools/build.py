@@ -22,13 +22,12 @@ from typing import Any
 import onnx
 
 from contract.storage import UMASK
-from export_tools import architectures, precision, tokenization
+from export_tools import architectures, calibration, precision, tokenization
 from export_tools.architectures import Architecture, ExportError
 from export_tools.export import OPSET, export_fp32, layer_shape, reorder_graph
 from export_tools.weights import save_shared
-from worker.artifact import ARTIFACT_FORMAT, MANIFEST, file_entries, sha256_file
+from worker.artifact import ARTIFACT_FORMAT, MANIFEST, PRECISIONS, file_entries, sha256_file
 
-PRECISIONS = ("fp32", "int8", "fp16")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
@@ -113,7 +112,26 @@ def _versions() -> dict[str, str]:
     }
 
 
-def write_precisions(fp32: dict[str, onnx.ModelProto], wanted: Sequence[str], root: Path) -> dict[str, Any]:
+@dataclass
+class Calibrated:
+    """Activation ranges for static INT8 and what the manifest records about how they were found."""
+
+    ranges: dict[str, tuple[float, float]]
+    record: dict[str, Any]
+
+
+def calibrate(source: Source, fp32: dict[str, onnx.ModelProto], sentences: Sequence[str]) -> Calibrated:
+    say(f"calibrating static INT8 on {len(sentences)} sentences")
+    ids = [source.tokenizer(s).input_ids for s in sentences]
+    special = architectures.special_tokens(source.model.config, source.generation)
+    ranges = calibration.observe(fp32, ids, special)
+    record = {"sentences": len(sentences), "sha256": calibration.fingerprint(sentences), "tensors": len(ranges)}
+    return Calibrated(ranges, record)
+
+
+def write_precisions(
+    fp32: dict[str, onnx.ModelProto], wanted: Sequence[str], root: Path, calibrated: Calibrated | None = None
+) -> dict[str, Any]:
     """Each precision's graphs under ``root/<precision>/`` with one shared weights file."""
     out: dict[str, Any] = {}
     for name in wanted:
@@ -122,6 +140,9 @@ def write_precisions(fp32: dict[str, onnx.ModelProto], wanted: Sequence[str], ro
             models = {k: onnx.ModelProto.FromString(v.SerializeToString()) for k, v in fp32.items()}
         elif name == "int8":
             models = {k: precision.to_int8(v) for k, v in fp32.items()}
+        elif name == "int8-static":
+            assert calibrated is not None, "int8-static needs calibrated ranges"
+            models = {k: precision.to_int8_static(v, calibrated.ranges) for k, v in fp32.items()}
         else:
             models = {
                 "encoder": precision.to_fp16(fp32["encoder"], []),
@@ -135,10 +156,12 @@ def write_precisions(fp32: dict[str, onnx.ModelProto], wanted: Sequence[str], ro
             "graphs": {k: f"{name}/{k}.onnx" for k in models},
             "weights": f"{name}/weights.bin",
             "io": io,
-            "quantization": ops if name == "int8" else None,
+            "quantization": ops if name.startswith("int8") else None,
             "stored_bytes": sizes["stored_bytes"],
             "referenced_bytes": sizes["referenced_bytes"],
         }
+        if name == "int8-static" and calibrated is not None:
+            out[name]["calibration"] = calibrated.record
     return out
 
 
@@ -154,7 +177,13 @@ def _model_shape(model: Any) -> dict[str, int]:
     }
 
 
-def assemble(source: Source, precisions: Sequence[str], root: Path, samples: Sequence[str]) -> dict[str, Any]:
+def assemble(
+    source: Source,
+    precisions: Sequence[str],
+    root: Path,
+    samples: Sequence[str],
+    calibration_set: Sequence[str] = (),
+) -> dict[str, Any]:
     """Write every artifact file into ``root`` and return the manifest (also written)."""
     tokenizer_dir = root / "tokenizer"
     tokenization.save_files(source.tokenizer, tokenizer_dir)
@@ -166,7 +195,8 @@ def assemble(source: Source, precisions: Sequence[str], root: Path, samples: Seq
     with tempfile.TemporaryDirectory(dir=root.parent) as scratch:
         say(f"exporting {source.arch.name} encoder and decoder (fp32)")
         fp32 = export_fp32(source.model, source.arch, Path(scratch))
-        graphs = write_precisions(fp32, precisions, root)
+        calibrated = calibrate(source, fp32, calibration_set) if "int8-static" in precisions else None
+        graphs = write_precisions(fp32, precisions, root, calibrated)
 
     manifest = {
         "format": ARTIFACT_FORMAT,
@@ -197,15 +227,23 @@ def build(
     force: bool = False,
     revision: str | None = None,
     verify: Any = None,
+    calibration_set: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Build into a temporary sibling of ``out`` and rename on success; nothing is left on failure.
 
     ``verify(source, tmp_dir) -> report`` runs before the rename; it raises to refuse the artifact.
+    ``calibration_set``: source sentences that int8-static's activation ranges are calibrated on.
     """
     unknown = [p for p in precisions if p not in PRECISIONS]
     if unknown or "fp32" not in precisions:
         raise ExportError(
-            f"--precision takes fp32 (always needed, the reference) plus int8 and/or fp16; got {list(precisions)}"
+            f"--precision takes fp32 (always needed, the reference) plus any of int8, int8-static, fp16; "
+            f"got {list(precisions)}"
+        )
+    if "int8-static" in precisions and not calibration_set:
+        raise ExportError(
+            "int8-static needs --calibration-set FILE: a few hundred source sentences like those you will "
+            'translate (a sample of the corpus, or the dev set\'s sources), one per line or JSONL with "source"'
         )
     if out.exists() and not force:
         raise ExportError(f"{out} already exists: choose another --out or pass --force to replace it")
@@ -216,7 +254,7 @@ def build(
     try:
         from export_tools.verify import sample_sentences
 
-        manifest = assemble(source, precisions, tmp, sample_sentences())
+        manifest = assemble(source, precisions, tmp, sample_sentences(), calibration_set)
         if verify is not None:
             verify(source, tmp)
         if out.exists():

@@ -28,7 +28,8 @@ def layer_shape(model: Any) -> tuple[int, int, int]:
 
 
 def reorder_graph(decoder: onnx.ModelProto) -> onnx.ModelProto:
-    """``rows (M,), past.* (N, H, P, D) -> reordered.* (M, H, P, D)``: beam reordering on the device.
+    """``rows (M,), past.* (N, H, P, D) -> reordered.* (M, H, P, D)``: beam reordering on the device (the
+    worker also feeds it the cross-attention K/V, of the same rank and type, to drop finished sentences).
 
     The worker runs it under IO binding (the default, and always on CUDA), so the self-attention
     cache never leaves the sessions' device when beams move; without IO binding numpy indexing does.

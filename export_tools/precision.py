@@ -1,13 +1,20 @@
 """fp32 graphs -> INT8 (CPU) and FP16 (GPU) graphs, with a count of what was converted.
 
-INT8 is ONNX Runtime's dynamic quantization of every MatMul weight and of the token-table
-Gather. It works here because our decoder has no ``If`` subgraphs (a merged decoder's MatMuls
-sit inside them and ``quantize_dynamic`` leaves them all in fp32). The tied token table is one
-initializer, quantized once and shared by the lookup and the LM head.
+INT8 weights come from ONNX Runtime's dynamic quantization of every MatMul weight and of the
+token-table Gather. It works here because our decoder has no ``If`` subgraphs (a merged decoder's
+MatMuls sit inside them and ``quantize_dynamic`` leaves them all in fp32). The tied token table is one
+initializer, quantized once and shared by the lookup and the LM head. Weights are 7-bit signed
+(-64..64, ``reduce_range``) with a scale per output column: the fast uint8 x int8 kernel adds
+products in pairs into int16 on AVX2 CPUs without VNNI, and 255 x 64 x 2 = 32640 never overflows it,
+so the integer arithmetic is exact on every x86 CPU (full 8-bit weights saturate there; uint8 x uint8
+is exact too but half as fast on a VNNI CPU: ``python -m benchmarks.int8_matmul``).
 
-Activations are quantized one row (one token) at a time, never one scale for the whole batch as
-ONNX Runtime's ``DynamicQuantizeLinear`` does: a sentence's translation and score are then the
-same whatever else is in its batch and however it is padded (``per_row_activations``).
+Activations are quantized on grids that do not depend on the batch, so a sentence's translation and
+score are the same whatever else is in its batch and however it is padded; never one scale for the
+whole batch as ONNX Runtime's ``DynamicQuantizeLinear`` does. ``int8`` quantizes each row (token) on
+its own grid as it comes (``per_row_activations``); ``int8-static`` uses one fixed grid per tensor,
+calibrated beforehand on real sentences (``calibrated_activations``, ``calibration.py``), and saves the
+per-row scaling ops.
 
 FP16 keeps normalisation, softmax and the logits in fp32: Marian/T5 activations overflow
 fp16 there. The caches are fp16 on the wire, halving the KV memory traffic.
@@ -66,7 +73,81 @@ def quantization_summary(model: onnx.ModelProto) -> dict[str, int]:
     }
 
 
-def to_int8(model: onnx.ModelProto, *, per_channel: bool = False) -> onnx.ModelProto:
+def to_int8(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Dynamic INT8: activations quantized one row at a time as they come."""
+    return fused_dequantization(per_row_activations(_quantized_weights(model)))
+
+
+def to_int8_static(model: onnx.ModelProto, ranges: dict[str, tuple[float, float]]) -> onnx.ModelProto:
+    """Static INT8: activations quantized on fixed grids calibrated beforehand (``calibration.observe``)."""
+    return fused_dequantization(calibrated_activations(_quantized_weights(model), ranges))
+
+
+def _quantized_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+    """8-bit weights and a ``DynamicQuantizeLinear`` per activation (ONNX Runtime's dynamic quantization),
+    every product's weights 7-bit signed (``signed_tables``)."""
+    return signed_tables(_ort_quantized(model), model)
+
+
+def signed_tables(quantized: onnx.ModelProto, fp32: onnx.ModelProto) -> onnx.ModelProto:
+    """The tied token table (``(d_model, vocab)``, looked up by a ``Gather`` along axis 1 and multiplied by
+    the LM head's ``MatMulInteger``) as 7-bit signed with a scale per token, like the other weights.
+
+    ``quantize_dynamic`` gives a Gather's table the activations' type, uint8 with one zero point, which
+    puts the LM head, the largest product of a step, on the uint8 x uint8 kernel: half as fast as uint8 x
+    int8 on a VNNI CPU. The lookup's ``DequantizeLinear`` cannot take a scale per column of the table, so
+    it becomes ``Cast`` times the looked-up tokens' scales."""
+    originals = {t.name: t for t in fp32.graph.initializer}
+    tensors = {t.name: t for t in quantized.graph.initializer}
+    tables = {
+        node.input[1]
+        for node in quantized.graph.node
+        if node.op_type == "MatMulInteger" and tensors.get(node.input[1], _NONE).data_type == onnx.TensorProto.UINT8
+    }
+    for name in tables:
+        _requantize_per_token(tensors[name], numpy_helper.to_array(originals[name.removesuffix("_quantized")]), tensors)
+    producer = {out: node for node in quantized.graph.node for out in node.output}
+    nodes: list[onnx.NodeProto] = []
+    for node in quantized.graph.node:
+        lookup = producer.get(node.input[0]) if node.op_type == "DequantizeLinear" else None
+        if lookup is not None and lookup.op_type == "Gather" and lookup.input[0] in tables:
+            if [a.i for a in lookup.attribute if a.name == "axis"] != [1]:
+                raise ValueError(f"{lookup.input[0]} is looked up along axis 0: expected a (d_model, vocab) table")
+            nodes += _dequantized_lookup(node, lookup)
+        else:
+            nodes.append(node)
+    del quantized.graph.node[:]
+    quantized.graph.node.extend(nodes)
+    return quantized
+
+
+_NONE = onnx.TensorProto()
+
+
+def _requantize_per_token(table: onnx.TensorProto, weights: np.ndarray, tensors: dict[str, onnx.TensorProto]) -> None:
+    name = table.name.removesuffix("_quantized")
+    scale = np.maximum(np.abs(weights).max(axis=0), np.finfo(np.float32).tiny) / 64
+    for tensor, value in (
+        (table, np.clip(np.round(weights / scale), -64, 64).astype(np.int8)),
+        (tensors[f"{name}_scale"], scale.astype(np.float32)),
+        (tensors[f"{name}_zero_point"], np.zeros(len(scale), np.int8)),
+    ):
+        tensor.CopyFrom(numpy_helper.from_array(value, tensor.name))
+
+
+def _dequantized_lookup(dequantize: onnx.NodeProto, lookup: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """``DequantizeLinear(Gather(table, ids), scale, 0)`` with a scale per token: each looked-up column
+    times its own scale (``(d_model, *ids) * (*ids)`` broadcasts)."""
+    (codes, scale, _), (out,) = dequantize.input, dequantize.output
+    make = onnx.helper.make_node
+    return [
+        make("Cast", [codes], [f"{out}_codes"], to=onnx.TensorProto.FLOAT),
+        make("Gather", [scale, lookup.input[1]], [f"{out}_scales"], axis=0),
+        make("Mul", [f"{out}_codes", f"{out}_scales"], [out]),
+    ]
+
+
+def _ort_quantized(model: onnx.ModelProto) -> onnx.ModelProto:
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
         onnx.save_model(model, src)
@@ -74,11 +155,12 @@ def to_int8(model: onnx.ModelProto, *, per_channel: bool = False) -> onnx.ModelP
             src,
             dst,
             op_types_to_quantize=["MatMul", "Gather"],
-            per_channel=per_channel,
-            weight_type=QuantType.QUInt8,  # u8 x u8: exact on AVX2 (u8 x s8 saturates in pairs there)
+            weight_type=QuantType.QInt8,
+            reduce_range=True,
+            per_channel=True,
             extra_options={"MatMulConstBOnly": True},
         )
-        return per_row_activations(onnx.load(str(dst)))
+        return onnx.load(str(dst))
 
 
 def per_row_activations(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -88,9 +170,10 @@ def per_row_activations(model: onnx.ModelProto) -> onnx.ModelProto:
 
     ``quantize_dynamic`` follows each ``MatMulInteger`` with ``Cast -> Mul(activation scale * weight
     scale)``; the activation scale becomes 1 there and the row scale multiplies that ``Mul``'s output. So
-    every scale ONNX Runtime's ``MatMulIntegerToFloat`` fusion sees is a scalar or per column, as that
-    op requires (fed a per-row scale together with a bias it mixes rows up). Every op is row-local and
-    the integer products are exact in any order, so a row's result depends on that row alone."""
+    the ``MatMulIntegerToFloat`` that replaces the chain (``fused_dequantization``) sees scalar or
+    per-column scales only, as that op requires (fed a per-row scale together with a bias it mixes rows).
+    Every op is row-local and the integer products are exact in any order, so a row's result depends on
+    that row alone."""
     graph = model.graph
     users: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
@@ -118,6 +201,40 @@ def per_row_activations(model: onnx.ModelProto) -> onnx.ModelProto:
                 (_MIDPOINT, 128, np.uint8),
             )
         )
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model
+
+
+def calibrated_activations(model: onnx.ModelProto, ranges: dict[str, tuple[float, float]]) -> onnx.ModelProto:
+    """Replace every ``DynamicQuantizeLinear`` by a ``QuantizeLinear`` on the fixed uint8 grid of the
+    activation's calibrated range (asymmetric: ``scale = (high - low) / 255``, zero point where 0 falls).
+    Scale and zero point become constants, so ONNX Runtime folds them into its ``MatMulIntegerToFloat``
+    fusion; fixed grids make a row's result independent of its batch, as per-row grids do."""
+    graph = model.graph
+    nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        if node.op_type != "DynamicQuantizeLinear":
+            nodes.append(node)
+            continue
+        (x,), (q, scale, zero_point) = node.input, node.output
+        if x not in ranges:
+            raise ValueError(f"no calibrated range for {x}: calibrate on the graph that is being quantized")
+        low, high = ranges[x]
+        step = max(high - low, float(np.finfo(np.float32).tiny)) / 255
+        zero = np.clip(round(-low / step), 0, 255)
+        graph.initializer.extend(
+            [
+                numpy_helper.from_array(np.array(step, np.float32), f"{scale}_calibrated"),
+                numpy_helper.from_array(np.array(zero, np.uint8), f"{zero_point}_calibrated"),
+            ]
+        )
+        make = onnx.helper.make_node
+        nodes += [
+            make("QuantizeLinear", [x, f"{scale}_calibrated", f"{zero_point}_calibrated"], [q]),
+            make("Identity", [f"{scale}_calibrated"], [scale]),
+            make("Identity", [f"{zero_point}_calibrated"], [zero_point]),
+        ]
     del graph.node[:]
     graph.node.extend(nodes)
     return model
@@ -159,6 +276,56 @@ def _dequantizing_muls(quantized: str, users: dict[str, list[onnx.NodeProto]]) -
             raise ValueError(f"unexpected INT8 graph: {quantized} feeds {[n.op_type for n in chain]}")
         ends.append(chain[-1])
     return ends
+
+
+def fused_dequantization(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Each ``MatMulInteger -> Cast -> Mul(activation scale * weight scale)`` as one ``MatMulIntegerToFloat``
+    (ONNX Runtime's contrib op: the int32 sums are scaled to float inside the GEMM's output pass).
+
+    A constant bias added straight after (static INT8; per-row scaling comes between them) is added in
+    the same pass. ONNX Runtime fuses this chain itself only while the scale product is still a ``Mul``
+    node; here both scales are constants (calibrated, or the 1 that per-row scaling leaves), constant
+    folding runs first and the fusion never matches."""
+    graph = model.graph
+    constants = {t.name: t for t in graph.initializer}
+    producer = {out: node for node in graph.node for out in node.output}
+    users: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            users.setdefault(name, []).append(node)
+    dropped: set[int] = set()
+    fused: dict[int, onnx.NodeProto] = {}  # id of each chain's last Mul -> the node that replaces the chain
+    for matmul in graph.node:
+        if matmul.op_type != "MatMulInteger":
+            continue
+        (cast,) = users[matmul.output[0]]
+        (mul,) = users[cast.output[0]]
+        scales = producer[next(name for name in mul.input if name != cast.output[0])]
+        a, b, a_zero, b_zero = matmul.input
+        inputs = [a, b, *scales.input, a_zero, b_zero]  # quantize_dynamic multiplies (activation, weight) scales
+        end, bias = mul, _bias_after(mul, users, constants)
+        if bias is not None:
+            end, inputs = bias, [*inputs, next(name for name in bias.input if name in constants)]
+            dropped.add(id(mul))
+        fused[id(end)] = onnx.helper.make_node("MatMulIntegerToFloat", inputs, end.output, domain="com.microsoft")
+        dropped |= {id(matmul), id(cast)} | ({id(scales)} if len(users[scales.output[0]]) == 1 else set())
+    nodes = [fused.get(id(node), node) for node in graph.node if id(node) not in dropped]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(onnx.helper.make_opsetid("com.microsoft", 1))
+    return model
+
+
+def _bias_after(
+    node: onnx.NodeProto, users: dict[str, list[onnx.NodeProto]], constants: dict[str, onnx.TensorProto]
+) -> onnx.NodeProto | None:
+    """The ``Add`` of a constant vector that alone reads ``node``'s output, if there is one."""
+    readers = users.get(node.output[0], [])
+    if len(readers) != 1 or readers[0].op_type != "Add":
+        return None
+    others = [name for name in readers[0].input if name != node.output[0]]
+    return readers[0] if len(others) == 1 and len(constants.get(others[0], onnx.TensorProto()).dims) == 1 else None
 
 
 def to_fp16(model: onnx.ModelProto, keep_fp32_io: list[str]) -> onnx.ModelProto:

@@ -21,7 +21,7 @@ from export_tools.build import build
 from export_tools.fixtures.like import build_like
 from export_tools.fixtures.names import LIKE
 from tests.services import RedisServer, S3Server, redis_answers
-from tests.shared import WORKER_NUMBER, Lazy, once, run_folder
+from tests.shared import ARTIFACT_PRECISIONS, WORKER_NUMBER, Lazy, once, run_folder
 
 # A database of the tests' own on the machine's Redis; one per test process (pytest-xdist's -n).
 SYSTEM_REDIS = f"redis://127.0.0.1:6379/{11 + (WORKER_NUMBER or 0)}"
@@ -57,15 +57,21 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory, model_seed: int) -> Ma
 
 @pytest.fixture(scope="session")
 def artifacts(tiny_models: Mapping[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Path]:
-    """fp32 + int8 artifacts (opus-mt-en-zh also fp16), each with the parity report of its build; each
+    """fp32 + int8 artifacts (``ARTIFACT_PRECISIONS`` adds others), each with the parity report of its build; each
     built on first use, once per run. A failed check does not stop the build here: the tests of
     tests/export_tools/test_build.py read the report and fail for the check that failed, instead of
     every test that uses an artifact erroring in this fixture."""
     root = run_folder(tmp_path_factory) / "artifacts"
 
     def make(name: str) -> Path:
-        precisions = ["fp32", "int8", "fp16"] if name == "opus-mt-en-zh" else ["fp32", "int8"]
-        return once(root / name, lambda out: build(str(tiny_models[name]), out, precisions, verify=_reported))
+        precisions = ["fp32", *ARTIFACT_PRECISIONS.get(name, ["int8"])]
+        calibration_set = verify.sample_sentences(24, seed=5)  # not the check set: calibrated on other text
+        return once(
+            root / name,
+            lambda out: build(
+                str(tiny_models[name]), out, precisions, verify=_reported, calibration_set=calibration_set
+            ),
+        )
 
     return Lazy(LIKE, make)
 
@@ -106,6 +112,9 @@ def redis_url():
     server.stop()
 
 
+DEMO_PRECISIONS = ["fp32", "int8", "int8-static"]
+
+
 @pytest.fixture(scope="session")
 def demo_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo artifact, built through the CLI exactly as a user builds it."""
@@ -113,7 +122,7 @@ def demo_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import sys
 
     def make(out: Path) -> None:
-        command = [sys.executable, "-m", "export_tools", "demo", "--out", str(out)]
+        command = [sys.executable, "-m", "export_tools", "demo", "--out", str(out), "--precision", *DEMO_PRECISIONS]
         result = subprocess.run(command, capture_output=True, text=True)
         assert result.returncode == 0, result.stderr[-3000:]
 

@@ -15,6 +15,8 @@ from filelock import FileLock
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1"... under pytest-xdist; "" without it
 WORKER_NUMBER = int(WORKER[2:]) if WORKER else None
 T = TypeVar("T")
+# What the test artifacts hold beside fp32 (``artifacts`` in conftest.py): int8 unless named here.
+ARTIFACT_PRECISIONS = {"opus-mt-en-zh": ["int8", "int8-static", "fp16"], "t5-small": ["int8", "int8-static"]}
 
 
 def run_folder(factory: pytest.TempPathFactory) -> Path:

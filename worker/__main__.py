@@ -25,7 +25,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from contract import settings
-from worker.artifact import ArtifactError
+from worker.artifact import PRECISIONS, ArtifactError
 
 if TYPE_CHECKING:
     from worker.documents import DocumentResult, DocumentTranslator
@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
     t = sub.add_parser("translate", help="translate sentences from stdin to stdout")
     t.add_argument("--artifact", required=True, help="artifact directory (python -m export_tools build/demo)")
     t.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    t.add_argument("--precision", choices=["fp32", "int8", "fp16"], help="default: int8 on cpu if present, else fp32")
+    t.add_argument("--precision", choices=PRECISIONS, help="default: int8 on cpu if present, else fp32")
     t.add_argument("--beam", type=int, help="beam size (default: the model's generation config; 1 = greedy)")
     t.add_argument("--max-new-tokens", type=int, help="length limit per translation")
     t.add_argument(

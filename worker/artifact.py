@@ -16,6 +16,7 @@ from typing import Any
 ARTIFACT_FORMAT = 2  # 2: per-request languages in the tokenizer section, bans and log_mass in the decoder graph
 MANIFEST = "manifest.json"
 REPORT = "report.json"  # written after the hashes (it holds verification results), so not hashed
+PRECISIONS = ("fp32", "int8", "int8-static", "fp16")  # what an artifact may hold (export_tools/precision.py)
 UNHASHED = {MANIFEST, REPORT}
 
 

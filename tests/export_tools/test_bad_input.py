@@ -70,6 +70,15 @@ def test_precision_list_needs_fp32_and_known_names(tiny_models, tmp_path: Path, 
     assert not (tmp_path / "o").exists()
 
 
+def test_static_int8_without_a_calibration_set_is_refused_before_loading(tmp_path: Path) -> None:
+    result = run_cli(
+        "build", str(tmp_path / "never-read"), "--out", str(tmp_path / "o"), "--precision", "fp32", "int8-static"
+    )
+    assert result.returncode == 1
+    assert "int8-static needs --calibration-set FILE" in result.stderr
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_full_disk_is_reported_and_leaves_nothing(tiny_models, tmp_path: Path, monkeypatch) -> None:
     import errno
 

@@ -14,6 +14,7 @@ from export_tools.fixtures.names import LIKE
 from export_tools.precision import op_counts
 from export_tools.verify import VerificationError
 from tests.export_tools.conftest import run_cli
+from tests.shared import ARTIFACT_PRECISIONS
 
 every_model = pytest.mark.parametrize("arch", LIKE)
 one_model = pytest.mark.parametrize("arch", ["opus-mt-en-zh"])  # what is checked does not depend on the family
@@ -63,13 +64,17 @@ def test_missing_and_unlisted_files_are_named(arch: str, artifact_copy) -> None:
     assert "stray.txt: not listed" in result.stderr
 
 
-@every_model
-def test_int8_decoder_that_the_worker_loads_is_quantized(arch: str, artifacts: Mapping[str, Path]) -> None:
+@pytest.mark.parametrize(
+    ("arch", "precision"),
+    [(arch, p) for arch in LIKE for p in ARTIFACT_PRECISIONS.get(arch, ["int8"]) if p.startswith("int8")],
+)
+def test_int8_decoder_that_the_worker_loads_is_quantized(arch: str, precision: str, artifacts) -> None:
     manifest = json.loads((artifacts[arch] / "manifest.json").read_text())
-    decoder = onnx.load(str(artifacts[arch] / manifest["precisions"]["int8"]["graphs"]["decoder"]))
+    decoder = onnx.load(str(artifacts[arch] / manifest["precisions"][precision]["graphs"]["decoder"]))
     counts = op_counts(decoder)
-    quantized = manifest["precisions"]["int8"]["quantization"]["decoder"]["quantized_matmul"]
-    assert counts.get("MatMulInteger", 0) == quantized > 0
+    quantized = manifest["precisions"][precision]["quantization"]["decoder"]["quantized_matmul"]
+    assert counts.get("MatMulIntegerToFloat", 0) == quantized > 0
+    assert "MatMulInteger" not in counts and "DynamicQuantizeLinear" not in counts
     layers = manifest["model"]["decoder_layers"]
     # What stays float is activation x activation: two MatMuls per attention block.
     assert counts.get("MatMul", 0) == 4 * layers

@@ -1,13 +1,15 @@
-"""The demo model really translates its domain, in fp32 and INT8, through the worker's CLI."""
+"""The demo model really translates its domain, in fp32 and both INT8s, through the worker's CLI."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 from export_tools.cli import DEMO_CHECKPOINT, DEMO_DEV_SET
+from export_tools.fixtures.demo_corpus import calibration_set
 
 
 def test_the_checkpoint_is_small_and_was_trained_to_the_floor() -> None:
@@ -24,6 +26,14 @@ def test_demo_build_passes_parity_and_the_quality_gate(demo_artifact: Path) -> N
     assert report["quality"]["against"] == "references"
     assert scores["fp32"]["exact_match"] >= 0.95
     assert scores["int8"]["accepted"] and scores["int8"]["bleu_drop"] <= 0.5
+    assert scores["int8-static"]["accepted"] and scores["int8-static"]["bleu_drop"] <= 0.5
+
+
+def test_static_int8_records_the_set_it_was_calibrated_on(demo_artifact: Path) -> None:
+    entry = json.loads((demo_artifact / "manifest.json").read_text())["precisions"]["int8-static"]
+    sentences = calibration_set()
+    assert entry["calibration"]["sentences"] == len(sentences) == 256
+    assert entry["calibration"]["sha256"] == hashlib.sha256("".join(f"{s}\n" for s in sentences).encode()).hexdigest()
 
 
 def test_worker_cli_prints_the_reference_translations(demo_artifact: Path) -> None:

@@ -7,8 +7,8 @@ Two ways to call the sessions, behind one interface:
 * plain ``run`` with numpy arrays (CPU);
 * IO binding (``io_binding=True``; always on CUDA): cross and self-attention K/V are OrtValues on the
   sessions' device, bound as the next step's inputs without a round trip through host memory, and
-  reordered there by the artifact's reorder graph; only token ids go in and the top-k candidates
-  come out through host memory.
+  reordered (and cut to the unfinished sentences) there by the artifact's reorder graph; only token
+  ids go in and the top-k candidates come out through host memory.
 """
 
 from __future__ import annotations
@@ -147,15 +147,20 @@ class Inference:
         """Self-attention cache rows follow their beams; nothing is copied when no beam moved."""
         if len(rows) == self._rows(past[0]) and np.array_equal(rows, np.arange(len(rows))):
             return past
-        if self.bound and self.reorder_session is not None:  # on the device, through the reorder graph
-            outputs = [name.replace("past.", "reordered.", 1) for name in self.past_names]
-            feeds = dict(zip(self.past_names, past))
-            return self._run_bound(self.reorder_session, {"rows": rows.astype(np.int64)}, feeds, [], outputs)[1]
-        return [self._wrap(self._host(p)[rows]) for p in past]
+        return self._gather(past, rows)
 
     def select(self, state: EncoderState, sentences: np.ndarray) -> EncoderState:
         """Keep only the given sentences (when others have finished); cross K/V are never copied per step."""
-        return EncoderState([self._wrap(self._host(c)[sentences]) for c in state.cross], state.mask[sentences])
+        return EncoderState(self._gather(state.cross, sentences), state.mask[sentences])
+
+    def _gather(self, cache: Cache, rows: np.ndarray) -> Cache:
+        """``rows`` of every layer's K/V: on the device through the reorder graph (it gathers rows of any
+        per-layer cache: self-attention's, or cross-attention's of the same rank and type), else in numpy."""
+        if self.bound and self.reorder_session is not None:
+            outputs = [name.replace("past.", "reordered.", 1) for name in self.past_names]
+            feeds = dict(zip(self.past_names, cache))
+            return self._run_bound(self.reorder_session, {"rows": rows.astype(np.int64)}, feeds, [], outputs)[1]
+        return [self._wrap(self._host(c)[rows]) for c in cache]
 
     def _host(self, value: Any) -> np.ndarray:
         return value.numpy() if isinstance(value, ort.OrtValue) else value

@@ -1,7 +1,8 @@
 """A sentence's translation does not depend on its batch: the ids and the score of every hypothesis are
 bit-identical whether it is translated alone or among any other sentences, padded to any length. INT8
-quantizes activations one row at a time (``export_tools/precision.py``), so this holds for it as it
-does for fp32; with one scale per batch (ONNX Runtime's ``DynamicQuantizeLinear``) it did not."""
+quantizes activations one row at a time, static INT8 on fixed calibrated grids (``export_tools/precision.py``),
+so this holds for both as it does for fp32; with one scale per batch (ONNX Runtime's
+``DynamicQuantizeLinear``) it did not."""
 
 from __future__ import annotations
 
@@ -24,15 +25,21 @@ SENTENCES = [
 ]
 
 
-MODELS = ("opus-mt-en-zh", "t5-small")
+CASES = tuple(
+    f"{model}:{precision}" for model in ("opus-mt-en-zh", "t5-small") for precision in ("int8", "int8-static")
+)
 
 
 @pytest.fixture(scope="module")
 def translators(artifacts: Mapping[str, Path]) -> Mapping[str, Translator]:
-    return Lazy(MODELS, lambda name: Translator(artifacts[name], precision="int8"))
+    def make(case: str) -> Translator:
+        model, precision = case.split(":")
+        return Translator(artifacts[model], precision=precision)
+
+    return Lazy(CASES, make)
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", CASES)
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     target=st.sampled_from(SENTENCES),
