@@ -5,8 +5,9 @@
 One MatMul of the opus-mt-en-zh shape at a time (the LM head 512 x 65001, an FFN 512 x 2048 and
 2048 x 512), 64 rows of Gaussian activations, 2 threads. Schemes: ONNX Runtime's dynamic
 quantization (one activation scale per tensor, int8 weights); one activation scale per row with
-uint8 x int8, int8 x int8 and uint8 x uint8 products (full-range 8-bit weights, a scale per column);
-what the exporter writes (per-row activations, uint8 weights with one scale per tensor);
+uint8 x int8, int8 x int8 and uint8 x uint8 products (full-range 8-bit weights, a scale per column)
+and uint8 x int8 with 7-bit weights (no int16 overflow on AVX2 without VNNI); what the exporter writes
+(per-row activations, 7-bit weights with a scale per column, one ``MatMulIntegerToFloat``);
 ``MatMulNBits`` with 8-bit weights (block 32 and 128; accuracy level 4 quantizes activations per
 block). "invariant": rows computed alone and four at a time equal the same rows among 64.
 """

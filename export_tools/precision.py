@@ -91,7 +91,8 @@ def _quantized_weights(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def signed_tables(quantized: onnx.ModelProto, fp32: onnx.ModelProto) -> onnx.ModelProto:
     """The tied token table (``(d_model, vocab)``, looked up by a ``Gather`` along axis 1 and multiplied by
-    the LM head's ``MatMulInteger``) as 7-bit signed with a scale per token, like the other weights.
+    the LM head's ``MatMulInteger``) as 7-bit signed with a scale per token, like the other weights; in
+    the encoder too, where only the lookup reads it, so both graphs store the same bytes once.
 
     ``quantize_dynamic`` gives a Gather's table the activations' type, uint8 with one zero point, which
     puts the LM head, the largest product of a step, on the uint8 x uint8 kernel: half as fast as uint8 x
@@ -99,10 +100,10 @@ def signed_tables(quantized: onnx.ModelProto, fp32: onnx.ModelProto) -> onnx.Mod
     it becomes ``Cast`` times the looked-up tokens' scales."""
     originals = {t.name: t for t in fp32.graph.initializer}
     tensors = {t.name: t for t in quantized.graph.initializer}
-    tables = {
-        node.input[1]
-        for node in quantized.graph.node
-        if node.op_type == "MatMulInteger" and tensors.get(node.input[1], _NONE).data_type == onnx.TensorProto.UINT8
+    uint8 = {name for name, t in tensors.items() if t.data_type == onnx.TensorProto.UINT8}
+    tables = {n.input[1] for n in quantized.graph.node if n.op_type == "MatMulInteger" and n.input[1] in uint8}
+    tables |= {
+        n.input[0] for n in quantized.graph.node if n.op_type == "Gather" and _axis(n) == 1 and n.input[0] in uint8
     }
     for name in tables:
         _requantize_per_token(tensors[name], numpy_helper.to_array(originals[name.removesuffix("_quantized")]), tensors)
@@ -111,7 +112,7 @@ def signed_tables(quantized: onnx.ModelProto, fp32: onnx.ModelProto) -> onnx.Mod
     for node in quantized.graph.node:
         lookup = producer.get(node.input[0]) if node.op_type == "DequantizeLinear" else None
         if lookup is not None and lookup.op_type == "Gather" and lookup.input[0] in tables:
-            if [a.i for a in lookup.attribute if a.name == "axis"] != [1]:
+            if _axis(lookup) != 1:
                 raise ValueError(f"{lookup.input[0]} is looked up along axis 0: expected a (d_model, vocab) table")
             nodes += _dequantized_lookup(node, lookup)
         else:
@@ -121,7 +122,8 @@ def signed_tables(quantized: onnx.ModelProto, fp32: onnx.ModelProto) -> onnx.Mod
     return quantized
 
 
-_NONE = onnx.TensorProto()
+def _axis(node: onnx.NodeProto) -> int:
+    return next((a.i for a in node.attribute if a.name == "axis"), 0)
 
 
 def _requantize_per_token(table: onnx.TensorProto, weights: np.ndarray, tensors: dict[str, onnx.TensorProto]) -> None:

@@ -94,6 +94,26 @@ def test_weights_are_stored_once(arch: str, artifacts: Mapping[str, Path], tiny_
     assert fp32["stored_bytes"] < sum(unique.values()) + table // 2
 
 
+@pytest.mark.parametrize(
+    ("arch", "precision"),
+    [(arch, p) for arch in LIKE for p in ARTIFACT_PRECISIONS.get(arch, ["int8"]) if p.startswith("int8")],
+)
+def test_int8_token_table_is_one_tensor_for_both_graphs(arch: str, precision: str, artifacts) -> None:
+    """The lookup (both graphs) and the LM head (decoder) read the same 8-bit table, stored once."""
+    manifest = json.loads((artifacts[arch] / "manifest.json").read_text())
+    where = []
+    for graph in ("encoder", "decoder"):
+        model = onnx.load(
+            str(artifacts[arch] / manifest["precisions"][precision]["graphs"][graph]), load_external_data=False
+        )
+        where += [
+            (t.data_type, dict((e.key, e.value) for e in t.external_data)["offset"])
+            for t in model.graph.initializer
+            if t.name.startswith("arch.tokens.table") and t.name.endswith("_quantized")
+        ]
+    assert len(where) == 2 and where[0] == where[1] and where[0][0] == onnx.TensorProto.INT8, where
+
+
 @every_model
 def test_manifest_records_what_the_worker_needs(arch: str, artifacts: Mapping[str, Path], tiny_models) -> None:
     manifest = json.loads((artifacts[arch] / "manifest.json").read_text())
