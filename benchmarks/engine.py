@@ -53,6 +53,7 @@ BEST = ("ctranslate2-int8-tokens", "ours-int8-budget", "ours-int8-static-budget"
 NATURAL = ("ctranslate2-int8-natural", "ours-int8-natural", "ours-int8-static-natural")
 VOCAB = 65001
 DOCUMENTS, CHUNK = 256, 64
+OURS = ["fp32", "int8", "int8-static"]  # the precisions of our artifacts (int8-static calibrated on demo text)
 
 
 def demo_documents() -> list[tuple[str, str]]:
@@ -79,27 +80,21 @@ def batches(sources: list[list[int]]) -> list[list[list[int]]]:
 
 
 def prepare() -> None:
-    """The random model as a save_pretrained dir with a 65001-entry vocabulary, and its conversions."""
+    """The random model as a save_pretrained dir with a 65001-entry vocabulary, and its conversions; the
+    demo model's artifact and CTranslate2 conversion (natural-stop rows)."""
+    from export_tools.build import build
+    from export_tools.cli import DEMO_CHECKPOINT
+    from export_tools.fixtures.demo_corpus import calibration_set
+
     model_dir = CACHE / "model"
     if not (model_dir / "model.safetensors").exists():
         opus_shape_model(model_dir)
     if not (CACHE / "ours" / "int8-static").exists():
-        from export_tools.build import build
-        from export_tools.fixtures.demo_corpus import calibration_set
-
-        precisions = ["fp32", "int8", "int8-static"]
-        build(str(model_dir), CACHE / "ours", precisions, force=True, calibration_set=calibration_set())
+        build(str(model_dir), CACHE / "ours", OURS, force=True, calibration_set=calibration_set())
     if not (CACHE / "demo" / "int8-static").exists():
-        from export_tools.build import build
-        from export_tools.cli import DEMO_CHECKPOINT
-        from export_tools.fixtures.demo_corpus import calibration_set
-
-        build(str(DEMO_CHECKPOINT), CACHE / "demo", ["fp32", "int8", "int8-static"], force=True,
-              calibration_set=calibration_set())  # fmt: skip
+        build(str(DEMO_CHECKPOINT), CACHE / "demo", OURS, force=True, calibration_set=calibration_set())
     if not (CACHE / "ct2-demo-int8" / "model.bin").exists():
         import ctranslate2.converters
-
-        from export_tools.cli import DEMO_CHECKPOINT
 
         converter = ctranslate2.converters.TransformersConverter(str(DEMO_CHECKPOINT))
         converter.convert(str(CACHE / "ct2-demo-int8"), quantization="int8", force=True)
@@ -395,7 +390,7 @@ def table(engines: list[str], rounds: list[dict[str, Row]]) -> str:
         both = [r for r in rounds if {name, rival(name)} <= set(r)]
         paired = [r[name][rate(name)] / r[rival(name)][rate(name)] for r in both]
         ratio = _spread(paired, 2) if paired and name != rival(name) else ""
-        cells = [_spread([run[key] for run in runs], 1 if name in NATURAL else 0) for key in (rate(name),)]
+        cells = [_spread([run[rate(name)] for run in runs], 1 if name in NATURAL else 0)]
         cells += [_spread([run[key] for run in runs]) if key in runs[0] else "" for key in KEYS]
         lines.append(f"| {name} | {cells[0]} | {ratio} | {rival(name) if ratio else ''} | {' | '.join(cells[1:])} |")
     return "\n".join(lines)

@@ -84,8 +84,8 @@ def to_int8_static(model: onnx.ModelProto, ranges: dict[str, tuple[float, float]
 
 
 def _quantized_weights(model: onnx.ModelProto) -> onnx.ModelProto:
-    """8-bit weights and a ``DynamicQuantizeLinear`` per activation (ONNX Runtime's dynamic quantization),
-    every product's weights 7-bit signed (``signed_tables``)."""
+    """ONNX Runtime's dynamic quantization (7-bit signed weights with a scale per column, a
+    ``DynamicQuantizeLinear`` per activation), the token table made like the other weights (``signed_tables``)."""
     return signed_tables(_ort_quantized(model), model)
 
 
@@ -211,8 +211,9 @@ def per_row_activations(model: onnx.ModelProto) -> onnx.ModelProto:
 def calibrated_activations(model: onnx.ModelProto, ranges: dict[str, tuple[float, float]]) -> onnx.ModelProto:
     """Replace every ``DynamicQuantizeLinear`` by a ``QuantizeLinear`` on the fixed uint8 grid of the
     activation's calibrated range (asymmetric: ``scale = (high - low) / 255``, zero point where 0 falls).
-    Scale and zero point become constants, so ONNX Runtime folds them into its ``MatMulIntegerToFloat``
-    fusion; fixed grids make a row's result independent of its batch, as per-row grids do."""
+    Scale and zero point become constants (``fused_dequantization`` then hands them to one
+    ``MatMulIntegerToFloat`` per product); fixed grids make a row's result independent of its batch, as
+    per-row grids do."""
     graph = model.graph
     nodes: list[onnx.NodeProto] = []
     for node in graph.node:

@@ -18,6 +18,10 @@ from tests.shared import ARTIFACT_PRECISIONS
 
 every_model = pytest.mark.parametrize("arch", LIKE)
 one_model = pytest.mark.parametrize("arch", ["opus-mt-en-zh"])  # what is checked does not depend on the family
+every_int8 = pytest.mark.parametrize(  # each test artifact's INT8 precisions
+    ("arch", "precision"),
+    [(arch, p) for arch in LIKE for p in ARTIFACT_PRECISIONS.get(arch, ["int8"]) if p.startswith("int8")],
+)
 
 
 @every_model
@@ -64,10 +68,7 @@ def test_missing_and_unlisted_files_are_named(arch: str, artifact_copy) -> None:
     assert "stray.txt: not listed" in result.stderr
 
 
-@pytest.mark.parametrize(
-    ("arch", "precision"),
-    [(arch, p) for arch in LIKE for p in ARTIFACT_PRECISIONS.get(arch, ["int8"]) if p.startswith("int8")],
-)
+@every_int8
 def test_int8_decoder_that_the_worker_loads_is_quantized(arch: str, precision: str, artifacts) -> None:
     manifest = json.loads((artifacts[arch] / "manifest.json").read_text())
     decoder = onnx.load(str(artifacts[arch] / manifest["precisions"][precision]["graphs"]["decoder"]))
@@ -94,10 +95,7 @@ def test_weights_are_stored_once(arch: str, artifacts: Mapping[str, Path], tiny_
     assert fp32["stored_bytes"] < sum(unique.values()) + table // 2
 
 
-@pytest.mark.parametrize(
-    ("arch", "precision"),
-    [(arch, p) for arch in LIKE for p in ARTIFACT_PRECISIONS.get(arch, ["int8"]) if p.startswith("int8")],
-)
+@every_int8
 def test_int8_token_table_is_one_tensor_for_both_graphs(arch: str, precision: str, artifacts) -> None:
     """The lookup (both graphs) and the LM head (decoder) read the same 8-bit table, stored once."""
     manifest = json.loads((artifacts[arch] / "manifest.json").read_text())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from worker.artifact import Artifact
 from worker.engine.batching import Batch, plan_batches
-from worker.engine.inference import Inference, pad_batch
+from worker.engine.inference import SOURCE_MULTIPLE, Inference, pad_batch
 from worker.engine.search import DecodingOptions, SearchResult, Vocabulary, for_batch, generate
 from worker.engine.sessions import SessionPool
 from worker.tokenizer import Framing, Tokenizer
@@ -165,7 +165,7 @@ class Translator:
         forced_bos = (framing if framing is not None else self.framing(options, require_target=False)).forced_bos
         longest = max(map(len, sources))
         options = for_batch(options, longest_source=longest, max_positions=self.max_positions)
-        ids, mask = pad_batch(sources, self.pad_id)
+        ids, mask = pad_batch(sources, self.pad_id, multiple=SOURCE_MULTIPLE, limit=self.max_positions)
         with self.pool.acquire() as inference:
             return generate(inference, inference.encode(ids, mask), options, self.vocab, forced_bos)
 
