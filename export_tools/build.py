@@ -123,8 +123,7 @@ class Calibrated:
 def calibrate(source: Source, fp32: dict[str, onnx.ModelProto], sentences: Sequence[str]) -> Calibrated:
     say(f"calibrating static INT8 on {len(sentences)} sentences")
     ids = [source.tokenizer(s).input_ids for s in sentences]
-    special = architectures.special_tokens(source.model.config, source.generation)
-    ranges = calibration.observe(fp32, ids, special)
+    ranges = calibration.observe(fp32, ids, _special_tokens(source), source.generation.to_diff_dict())
     record = {"sentences": len(sentences), "sha256": calibration.fingerprint(sentences), "tensors": len(ranges)}
     return Calibrated(ranges, record)
 
@@ -136,6 +135,7 @@ def write_precisions(
     out: dict[str, Any] = {}
     for name in wanted:
         say(f"writing {name} graphs")
+        extra: dict[str, Any] = {}
         if name == "fp32":
             models = {k: onnx.ModelProto.FromString(v.SerializeToString()) for k, v in fp32.items()}
         elif name == "int8":
@@ -143,6 +143,7 @@ def write_precisions(
         elif name == "int8-static":
             assert calibrated is not None, "int8-static needs calibrated ranges"
             models = {k: precision.to_int8_static(v, calibrated.ranges) for k, v in fp32.items()}
+            extra["calibration"] = calibrated.record
         else:
             models = {
                 "encoder": precision.to_fp16(fp32["encoder"], []),
@@ -159,9 +160,8 @@ def write_precisions(
             "quantization": ops if name.startswith("int8") else None,
             "stored_bytes": sizes["stored_bytes"],
             "referenced_bytes": sizes["referenced_bytes"],
+            **extra,
         }
-        if name == "int8-static" and calibrated is not None:
-            out[name]["calibration"] = calibrated.record
     return out
 
 

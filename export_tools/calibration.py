@@ -1,13 +1,13 @@
 """Calibration for static INT8: the range of every activation a quantized MatMul reads, observed while
 the fp32 graphs translate real sentences.
 
-Each fp32 graph is run with the tensors to observe as extra outputs. The encoder reads the calibration
-sentences in batches and the decoder decodes them greedily with the graph's own top-1 (what the worker's
-search runs), finished sentences dropped as they end, so every decoder step sees the states a
-translation passes through. A tensor's range is ``[low, high]`` of everything it held, widened to contain
-0 (the zero point must be exact). Clipping the tails (a percentile) was measured and did worse on the demo
-model: 99.99% and 99.999% ranges gave logit errors of 0.025 and 0.040 against torch, the full range 0.018
-(dynamic INT8: 0.019).
+Each fp32 graph is run with the tensors to observe as extra outputs, under the worker's own search
+(``worker.engine.search.generate``, greedy, the model's bans and forced tokens): the encoder reads the
+calibration sentences in batches and every decoder step sees the states a translation passes through.
+A tensor's range is ``[low, high]`` of everything it held, widened to contain 0 (the zero point must be
+exact). Clipping the tails (a percentile) was measured and did worse on the demo model: 99.99% and
+99.999% ranges gave logit errors of 0.025 and 0.040 against torch, the full range 0.018 (dynamic INT8:
+0.019).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import onnx
 import onnxruntime as ort
 
 from worker.engine.inference import Inference, pad_batch
+from worker.engine.search import DecodingOptions, Vocabulary, generate
 
 BATCH = 16  # sentences per encoder call and greedy decode
 MAX_NEW_TOKENS = 64
@@ -68,24 +69,13 @@ def _observing(model: onnx.ModelProto, name: str, ranges: Ranges, directory: Pat
     return ObservingSession(path, observed, ranges)
 
 
-def _decode_greedily(inference: Inference, sources: list[list[int]], pad: int, start: int, eos: int) -> None:
-    ids, mask = pad_batch(sources, pad)
-    state = inference.encode(ids, mask)
-    past = inference.empty_past(len(sources))
-    tokens = np.full((len(sources), 1), start, dtype=np.int64)
-    for _ in range(MAX_NEW_TOKENS):
-        step = inference.step(tokens, state, past, top_k=1)
-        assert step.ids is not None  # top_k asks the graph for its top-1 ids
-        alive = np.flatnonzero(step.ids[:, 0] != eos)
-        if not len(alive):
-            return
-        state = inference.select(state, alive)
-        past = [p[alive] for p in step.present]
-        tokens = step.ids[alive, :1]
-
-
-def observe(fp32: dict[str, onnx.ModelProto], sources: Sequence[list[int]], special: dict[str, Any]) -> Ranges:
-    """Activation ranges of both fp32 graphs over ``sources`` (token ids, the tokenizer's own framing)."""
+def observe(
+    fp32: dict[str, onnx.ModelProto], sources: Sequence[list[int]], special: dict[str, Any], generation: dict[str, Any]
+) -> Ranges:
+    """Activation ranges of both fp32 graphs over ``sources`` (token ids, the tokenizer's own framing),
+    decoded greedily under the model's ``generation`` config and the manifest's ``special`` tokens."""
+    options = DecodingOptions.from_generation_config(generation, beam_size=1, max_new_tokens=MAX_NEW_TOKENS)
+    vocab = Vocabulary.from_special_tokens(special)
     ranges = Ranges()
     with tempfile.TemporaryDirectory() as tmp:
         encoder = _observing(fp32["encoder"], "encoder", ranges, Path(tmp))
@@ -93,13 +83,8 @@ def observe(fp32: dict[str, onnx.ModelProto], sources: Sequence[list[int]], spec
         inference = Inference(encoder, decoder)
         ordered = sorted(sources, key=len)  # similar lengths together: little padding in the ranges
         for i in range(0, len(ordered), BATCH):
-            _decode_greedily(
-                inference,
-                list(ordered[i : i + BATCH]),
-                special["pad_token_id"],
-                special["decoder_start_token_id"],
-                special["eos_token_id"],
-            )
+            ids, mask = pad_batch(ordered[i : i + BATCH], special["pad_token_id"])
+            generate(inference, inference.encode(ids, mask), options, vocab)
     return ranges
 
 
