@@ -8,16 +8,20 @@ from pathlib import Path
 from tests.export_tools.conftest import run_cli
 
 
-def test_int8_far_from_fp32_is_refused_and_the_report_says_by_how_much(artifact_copy, tmp_path: Path) -> None:
+def test_int8_trailing_fp32_by_more_than_allowed_is_refused_and_the_report_says_by_how_much(
+    artifact_copy, tmp_path: Path
+) -> None:
     root = artifact_copy("opus-mt-en-zh")
     dev = tmp_path / "dev.tsv"
     dev.write_text("Tom has 3 apples.\nThe meeting starts at 9 am.\nAnna went to the park today.\n")
-    result = run_cli("verify", str(root), "--dev-set", str(dev))
+    # A threshold below any drop: INT8 on random weights may or may not drift from fp32 on three
+    # sentences (7-bit weights with a scale per column often give fp32's very words).
+    result = run_cli("verify", str(root), "--dev-set", str(dev), "--max-bleu-drop=-1")
     report = json.loads((root / "report.json").read_text())["quality"]
-    # Random weights: int8 drifts from fp32's own outputs by far more than half a BLEU point.
     assert report["against"] == "fp32 outputs"
     assert report["scores"]["fp32"]["bleu"] == 100.0
-    assert report["scores"]["int8"]["bleu_drop"] > 0.5
+    assert report["scores"]["int8"]["bleu_drop"] == round(100.0 - report["scores"]["int8"]["bleu"], 2)
+    assert report["scores"]["int8"]["accepted"] is False
     assert result.returncode == 1
     assert "int8 BLEU is" in result.stderr and "below fp32" in result.stderr
 
