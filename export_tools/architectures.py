@@ -49,6 +49,28 @@ def architecture_for(model_type: str) -> Architecture:
     raise ExportError(f"unsupported architecture {model_type!r}: supported are {SUPPORTED}")
 
 
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def local_architecture(directory: Path) -> Architecture:
+    """A ``save_pretrained`` directory's architecture, once what a build needs from it is there: config,
+    weights and generation config. Reads no weights (and imports no torch), so a bad directory is refused
+    in a moment."""
+    if not directory.is_dir():
+        raise ExportError(f"{directory} is a file: pass the directory written by save_pretrained")
+    arch = architecture_for(str(read_json(directory / "config.json").get("model_type")))
+    if not any((directory / f).exists() for f in WEIGHT_FILES):
+        raise ExportError(
+            f"{directory} has no {' or '.join(WEIGHT_FILES)}: the weights are missing, re-save the model"
+        )
+    if not (directory / "generation_config.json").exists():
+        raise ExportError(
+            f"{directory} has no generation_config.json: write one with "
+            "GenerationConfig.from_model_config(config).save_pretrained(DIR) after checking its settings"
+        )
+    return arch
+
+
 def special_tokens(config: Any, generation: Any) -> dict[str, Any]:
     """The ids generation needs, from the generation config first and the model config second."""
 

@@ -28,9 +28,6 @@ from export_tools.export import OPSET, export_fp32, layer_shape, reorder_graph
 from export_tools.weights import save_shared
 from worker.artifact import ARTIFACT_FORMAT, MANIFEST, PRECISIONS, file_entries, sha256_file
 
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-
-
 def say(message: str) -> None:
     print(f"[export] {message}", file=sys.stderr, flush=True)
 
@@ -53,17 +50,7 @@ def load_source(src: str, revision: str | None = None) -> Source:
 
     local = Path(src)
     if local.exists():
-        if not local.is_dir():
-            raise ExportError(f"{src} is a file: pass the directory written by save_pretrained")
-        config_json = architectures.read_json(local / "config.json")
-        arch = architectures.architecture_for(str(config_json.get("model_type")))
-        if not any((local / f).exists() for f in WEIGHT_FILES):
-            raise ExportError(f"{src} has no {' or '.join(WEIGHT_FILES)}: the weights are missing, re-save the model")
-        if not (local / "generation_config.json").exists():
-            raise ExportError(
-                f"{src} has no generation_config.json: write one with "
-                "GenerationConfig.from_model_config(config).save_pretrained(DIR) after checking its settings"
-            )
+        arch = architectures.local_architecture(local)
         identity: dict[str, Any] = {"id": str(local.resolve()), "content_sha256": _content_hash(local)}
     else:
         arch = architectures.architecture_for(AutoConfig.from_pretrained(src, revision=pinned).model_type)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from export_tools import architectures
 from export_tools.architectures import SUPPORTED, ExportError
 from export_tools.fixtures.names import LIKE
 from worker.artifact import PRECISIONS, ArtifactError
@@ -39,6 +40,8 @@ def _verifier(args: argparse.Namespace) -> Callable[[Any, Path], None]:
 
 
 def cmd_build(args: argparse.Namespace, calibration_set: list[str] | None = None) -> None:
+    if Path(args.src).exists():  # refused before the seconds torch takes to import
+        architectures.local_architecture(Path(args.src))
     from export_tools.build import build
 
     if calibration_set is None:
