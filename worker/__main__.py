@@ -15,6 +15,10 @@ symptom, error), error, sentences (per sentence its source and target spans and 
 timings (seconds). A bad line becomes an error result. --format markdown|html keeps markup in place.
 Documents are translated --batch-documents at a time (short ones share engine batches); results
 come out in input order after each batch.
+
+--memory translates each distinct window (or line) once in this run: repeated headers, footers and
+documents come back from memory, identical to a fresh translation; each document result counts its
+windows and reused_windows.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
     from worker.documents import DocumentResult, DocumentTranslator
     from worker.engine.search import DecodingOptions
     from worker.engine.translator import Translator
+    from worker.memory import Memory
 
 BATCH = 32  # sentences per engine call
 
@@ -75,6 +80,11 @@ def parser() -> argparse.ArgumentParser:
         help="source tokens per window (--documents); the demo model was trained on up to 4 sentences",
     )
     t.add_argument(
+        "--memory",
+        action="store_true",
+        help="translate each distinct window (or line) once in this run; repeats are reused, with the same output",
+    )
+    t.add_argument(
         "--batch-documents", type=int, default=64, help="documents translated together (--documents); output per batch"
     )
     t.add_argument(
@@ -88,8 +98,10 @@ def parser() -> argparse.ArgumentParser:
 
 def translate(args: argparse.Namespace) -> None:
     from worker.engine.translator import Translator
+    from worker.memory import LocalMemory
 
     translator = Translator(args.artifact, device=args.device, precision=args.precision, threads=args.threads)
+    memory = LocalMemory() if args.memory else None
     options = translator.options(
         beam_size=args.beam,
         max_new_tokens=args.max_new_tokens,
@@ -98,12 +110,12 @@ def translate(args: argparse.Namespace) -> None:
         source_prefix=args.source_prefix,
     )
     if args.documents:
-        translate_documents(translator, options, args)
+        translate_documents(translator, options, args, memory)
         return
     lines = [line.rstrip("\n") for line in sys.stdin]
     for start in range(0, len(lines), BATCH):
         batch = lines[start : start + BATCH]
-        for offset, result in enumerate(translator.translate_batch(batch, options)):
+        for offset, result in enumerate(translator.translate_batch(batch, options, memory)):
             if args.jsonl:
                 row = {
                     "line": start + offset + 1,
@@ -119,14 +131,17 @@ def translate(args: argparse.Namespace) -> None:
         sys.stdout.flush()
 
 
-def translate_documents(translator: Translator, options: DecodingOptions, args: argparse.Namespace) -> None:
+def translate_documents(
+    translator: Translator, options: DecodingOptions, args: argparse.Namespace, memory: Memory | None
+) -> None:
     """Documents go to the engine ``--batch-documents`` at a time, so short ones fill its batches;
     results come out in input order, one line each, as each batch finishes."""
     from worker.documents import DocumentTranslator
 
     documents = DocumentTranslator(
-        translator, overlap=args.overlap, budget=args.budget, max_chars=args.max_chars, format=args.format
-    )
+        translator, overlap=args.overlap, budget=args.budget, max_chars=args.max_chars, format=args.format,
+        memory=memory,
+    )  # fmt: skip
     batch: list[tuple[str, str, bool] | DocumentResult] = []
     for number, raw in enumerate(sys.stdin.buffer, 1):
         parsed = _document_line(number, raw)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from contract import settings
 from worker.engine.search import DecodingOptions
 from worker.engine.translator import Translation, Translator
+from worker.memory import Memory
 from worker.text import markup
 from worker.text.degeneration import SYMPTOMS, symptoms
 from worker.text.markup import Mark, Unit
@@ -64,6 +65,9 @@ class DocumentResult:
     # of the engine time of the call it was translated in; "total": the two together.
     timings: dict[str, float] = field(default_factory=dict)
     tokens: int = 0  # source tokens the model saw, context sentences included
+    windows: int = 0  # engine inputs the document was cut into
+    reused_windows: int = 0  # of them, translations taken from the translation memory (``worker.memory``)
+    reused_tokens: int = 0  # source tokens of those: what the engine did not have to read
 
 
 @dataclass
@@ -82,6 +86,7 @@ class _Plan:
     translations: list[str] = field(default_factory=list)
     marked: list[str] = field(default_factory=list)  # the translations written in the format, markup back in
     limited: set[int] = field(default_factory=set)  # sentences whose window output hit the length limit
+    reused: list[Translation] = field(default_factory=list)  # window outputs the memory gave
     prepare_seconds: float = 0.0
 
 
@@ -97,12 +102,13 @@ class DocumentTranslator:
         overlap: int = 1,
         max_chars: int = settings.MAX_DOCUMENT_CHARS,  # a longer document is an error asking to split it
         format: str = "text",
+        memory: Memory | None = None,  # translations of earlier windows (``worker.memory``); None: none kept
     ):
         if format not in markup.FORMATS:
             raise ValueError(f"unknown format {format!r}: use one of {', '.join(markup.FORMATS)}")
         limit = (translator.max_positions or budget + 2) - 2
         self.translator, self.budget, self.overlap = translator, min(budget, limit), overlap
-        self.max_chars, self.format = max_chars, format
+        self.max_chars, self.format, self.memory = max_chars, format, memory
 
     def _count(self, text: str) -> int:
         return len(self.translator.tokenizer.encode(text))
@@ -142,7 +148,7 @@ class DocumentTranslator:
         live = [p for p in plans if isinstance(p, _Plan)]
         started = time.perf_counter()
         jobs = [(p, w) for p in live for w in p.windows]
-        outputs = self.translator.translate_batch([_window_text(p, w) for p, w in jobs], options)
+        outputs = self.translator.translate_batch([_window_text(p, w) for p, w in jobs], options, self.memory)
         self._stitch(jobs, outputs, options)
         _copy_untranslatable(live)
         self._guard(live, options)
@@ -165,6 +171,8 @@ class DocumentTranslator:
         retranslated sentence by sentence (flag ``restitched``)."""
         retry: list[tuple[_Plan, int]] = []
         for (plan, window), out in zip(jobs, outputs):
+            if out.reused:
+                plan.reused.append(out)
             pieces = stitch(window, out.text)
             responsible = range(window.first, window.last)
             if pieces is None:
@@ -174,7 +182,7 @@ class DocumentTranslator:
                 plan.translations[i] = piece
                 if "length_limit" in out.flags:
                     plan.limited.add(i)
-        redone = self.translator.translate_batch([plan.sentences[i].text for plan, i in retry], options)
+        redone = self.translator.translate_batch([plan.sentences[i].text for plan, i in retry], options, self.memory)
         for (plan, i), out in zip(retry, redone):
             plan.translations[i] = out.text
             plan.sentence_flags[i].add("restitched")
@@ -202,7 +210,7 @@ class DocumentTranslator:
         retry = (
             self.translator.at_precision("fp32") if "fp32" in self.translator.artifact.precisions else self.translator
         )
-        redone = retry.translate_batch([plan.sentences[i].text for plan, i, _ in suspects], stronger)
+        redone = retry.translate_batch([plan.sentences[i].text for plan, i, _ in suspects], stronger, self.memory)
         for (plan, i, before), out in zip(suspects, redone):
             after = symptoms(plan.sentences[i].text, out.text, hit_length_limit="length_limit" in out.flags)
             if len(after) < len(before):
@@ -221,7 +229,7 @@ class DocumentTranslator:
                 for words in markup.needs_inner(plan.sentences[i].text, marks)
             }
         )
-        found = dict(zip(inner, (t.text for t in self.translator.translate_batch(inner, options))))
+        found = dict(zip(inner, (t.text for t in self.translator.translate_batch(inner, options, self.memory))))
         for plan in plans:
             for i, sentence in enumerate(plan.sentences):
                 marks = assigned[id(plan)].get(i, [])
@@ -274,7 +282,10 @@ def _result(plan: _Plan, seconds_per_token: float) -> DocumentResult:
     status = "partial" if flags & (SYMPTOMS | MARKUP_SYMPTOMS) else "ok"
     timings = {"prepare": plan.prepare_seconds, "translate": plan.tokens * seconds_per_token}
     timings["total"] = timings["prepare"] + timings["translate"]
-    return DocumentResult(plan.id, text, status, None, sentences, sorted(flags), timings, plan.tokens)
+    reused = len(plan.reused), sum(t.source_tokens for t in plan.reused)
+    return DocumentResult(
+        plan.id, text, status, None, sentences, sorted(flags), timings, plan.tokens, len(plan.windows), *reused
+    )
 
 
 def _covered(sentence: Sentence, spans: list[tuple[int, int]]) -> bool:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from worker.artifact import Artifact
 from worker.engine.batching import Batch, plan_batches
@@ -13,6 +14,9 @@ from worker.engine.inference import SOURCE_MULTIPLE, Inference, pad_batch
 from worker.engine.search import DecodingOptions, SearchResult, Vocabulary, for_batch, generate
 from worker.engine.sessions import SessionPool
 from worker.tokenizer import Framing, Tokenizer
+
+if TYPE_CHECKING:
+    from worker.memory import Memory
 
 MAX_TOKENS = 4096  # default token budget of one batch (source + beams * target tokens)
 
@@ -35,6 +39,8 @@ class Translation:
     score: float
     hypotheses: list[Alternative] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)  # "truncated_input", "length_limit"
+    source_tokens: int = 0  # what the model read
+    reused: bool = False  # from a translation memory, or another copy of the text in the same call
 
 
 class Translator:
@@ -119,19 +125,56 @@ class Translator:
             options.source_language, options.target_language, options.source_prefix, require_target=require_target
         )
 
-    def translate_batch(self, sentences: Sequence[str], options: DecodingOptions | None = None) -> list[Translation]:
-        """Translations in input order; empty or blank sentences give empty ones without a model call."""
+    @property
+    def identity(self) -> tuple[str, str, str]:
+        """What besides the text and the options decides a translation: artifact, precision, device."""
+        return self.artifact.artifact_id, self.precision, self.pool.device
+
+    def translate_batch(
+        self, sentences: Sequence[str], options: DecodingOptions | None = None, memory: Memory | None = None
+    ) -> list[Translation]:
+        """Translations in input order; empty or blank sentences give empty ones without a model call.
+
+        With a ``memory``, each distinct text is translated once (later copies and remembered ones come
+        back ``reused``), unless ``max_length_ratio`` makes a sentence's length limit its batch's."""
         for s in sentences:
             if not isinstance(s, str):
                 raise TypeError(f"translate_batch takes strings, got {type(s).__name__}: {s!r:.80}")
         options = options or self.options()
         framing = self.framing(options)  # bad languages fail before any work
+        if memory is None or options.max_length_ratio is not None:
+            return self._translate(sentences, options, framing)
+        return self._remembered(sentences, options, framing, memory)
+
+    def _translate(self, sentences: Sequence[str], options: DecodingOptions, framing: Framing) -> list[Translation]:
         out = [Translation("", [], 0.0) for _ in sentences]
         todo = [i for i, s in enumerate(sentences) if s.strip()]
         fitted = [self._fit(self.tokenizer.encode(sentences[i], framing)) for i in todo]
         results = self.search([source for source, _ in fitted], options, framing)
-        for i, result, (_, truncated) in zip(todo, results, fitted):
-            out[i] = self._translation(result, truncated)
+        for i, result, (source, truncated) in zip(todo, results, fitted):
+            out[i] = self._translation(result, truncated, len(source))
+        return out
+
+    def _remembered(
+        self, sentences: Sequence[str], options: DecodingOptions, framing: Framing, memory: Memory
+    ) -> list[Translation]:
+        from worker.memory import entry_key
+
+        distinct = list(dict.fromkeys(s for s in sentences if s.strip()))
+        keys = {s: entry_key(self.identity, options, s) for s in distinct}
+        known = {s: t for s, t in zip(distinct, memory.recall(list(keys.values()))) if t is not None}
+        missing = [s for s in distinct if s not in known]
+        fresh = dict(zip(missing, self._translate(missing, options, framing)))
+        memory.keep({keys[s]: t for s, t in fresh.items()})
+        out = []
+        for s in sentences:
+            if not s.strip():
+                out.append(Translation("", [], 0.0))
+            elif s in fresh:
+                out.append(fresh.pop(s))  # the one the engine made; later copies of it are reused
+                known[s] = replace(out[-1], reused=True)
+            else:
+                out.append(known[s])
         return out
 
     def search(
@@ -175,8 +218,8 @@ class Translator:
             return source, False
         return source[: self.max_positions - 1] + source[-1:], True
 
-    def _translation(self, result: SearchResult, truncated: bool) -> Translation:
+    def _translation(self, result: SearchResult, truncated: bool, source_tokens: int) -> Translation:
         alternatives = [Alternative(self.tokenizer.decode(h.tokens), h.tokens, h.score) for h in result.hypotheses]
         best = alternatives[0]
         flags = (["truncated_input"] if truncated else []) + (["length_limit"] if result.hit_length_limit else [])
-        return Translation(best.text, best.tokens, best.score, alternatives, flags)
+        return Translation(best.text, best.tokens, best.score, alternatives, flags, source_tokens)

@@ -1,0 +1,116 @@
+"""Translation memory: text the engine has translated before is not translated again.
+
+An entry is one engine input (a window of sentences, exactly as the model sees it: a retranslated
+sentence, a guard retry or the words inside markup are entries too) and its ``Translation``. Its key
+holds everything that changes the output: the artifact id, the precision and device that ran it, every
+decoding option (languages included) and the text. The document's format needs no place of its own:
+it changes the text the model sees, which is in the key. Reuse is exact because a sentence's
+translation does not depend on the batch it ran in (``tests/worker/engine/test_batch_invariance.py``);
+options whose limit is the batch's (``max_length_ratio``) are never remembered (``Translator``).
+
+Nothing here is needed for correctness: a memory that loses entries, or cannot be reached, costs time
+only. Scopes (a job spec's ``memory``): ``off``; ``job`` (every chunk and worker of one job);
+``shared`` (every job under the same output prefix). Both live in Redis (``RedisMemory``); the
+document CLI's ``--memory`` keeps one in the process (``LocalMemory``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from worker.engine.search import DecodingOptions
+from worker.engine.translator import Alternative, Translation
+
+log = logging.getLogger(__name__)
+SCOPES = ("off", "job", "shared")
+
+
+def entry_key(engine: Sequence[str], options: DecodingOptions, text: str) -> str:
+    """``engine``: artifact id, precision, device (``Translator.identity``)."""
+    body = json.dumps([list(engine), asdict(options), text], ensure_ascii=False, sort_keys=True)
+    return hashlib.blake2b(body.encode(), digest_size=16).hexdigest()
+
+
+class Memory(ABC):
+    """Entries by key; a backend stores their JSON."""
+
+    def recall(self, keys: Sequence[str]) -> list[Translation | None]:
+        return [None if raw is None else _decode(raw) for raw in self.get(keys)]
+
+    def keep(self, entries: Mapping[str, Translation]) -> None:
+        if entries:
+            self.put({key: _encode(t) for key, t in entries.items()})
+
+    @abstractmethod
+    def get(self, keys: Sequence[str]) -> list[str | None]: ...
+
+    @abstractmethod
+    def put(self, entries: Mapping[str, str]) -> None: ...
+
+
+class LocalMemory(Memory):
+    """In this process: the ``capacity`` entries used last."""
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[str, str] = OrderedDict()
+
+    def get(self, keys: Sequence[str]) -> list[str | None]:
+        found = [self._entries.get(key) for key in keys]
+        for key, raw in zip(keys, found):
+            if raw is not None:
+                self._entries.move_to_end(key)
+        return found
+
+    def put(self, entries: Mapping[str, str]) -> None:
+        self._entries.update(entries)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+
+
+class RedisMemory(Memory):
+    """One Redis hash per namespace (``contract.cache.memory_key``): it expires ``ttl`` seconds after its
+    last write and stops growing at ``capacity`` entries (later text is translated, not kept). A Redis
+    that fails is a memory that is empty: the chunk is translated all the same."""
+
+    def __init__(self, client: Any, namespace: str, *, ttl: float, capacity: int) -> None:
+        self.client, self.namespace, self.ttl, self.capacity = client, namespace, int(ttl), capacity
+
+    def get(self, keys: Sequence[str]) -> list[str | None]:
+        if not keys:
+            return []
+        try:
+            return [None if raw is None else raw.decode() for raw in self.client.hmget(self.namespace, list(keys))]
+        except Exception as err:  # noqa: BLE001 - any failure of the cache: translate instead
+            log.warning("translation memory %s cannot be read (%s): translating instead", self.namespace, err)
+            return [None] * len(keys)
+
+    def put(self, entries: Mapping[str, str]) -> None:
+        try:
+            if self.client.hlen(self.namespace) >= self.capacity:
+                return
+            pipeline = self.client.pipeline().hset(self.namespace, mapping=dict(entries))
+            pipeline.expire(self.namespace, self.ttl).execute()
+        except Exception as err:  # noqa: BLE001 - an entry not kept costs time, never a result
+            log.warning("translation memory %s cannot be written (%s)", self.namespace, err)
+
+
+def _encode(t: Translation) -> str:
+    return json.dumps(
+        {"text": t.text, "tokens": t.tokens, "score": t.score, "flags": t.flags, "source_tokens": t.source_tokens,
+         "hypotheses": [asdict(h) for h in t.hypotheses]},
+        ensure_ascii=False,
+    )  # fmt: skip
+
+
+def _decode(raw: str) -> Translation:
+    entry = json.loads(raw)
+    hypotheses = [Alternative(**h) for h in entry.pop("hypotheses")]
+    return Translation(**entry, hypotheses=hypotheses, reused=True)
