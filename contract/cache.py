@@ -9,6 +9,7 @@ are not listed here.
 from __future__ import annotations
 
 import functools
+import re
 import time
 from typing import Any
 
@@ -17,13 +18,14 @@ from contract.job import Tally, read_job, read_rows, result_keys
 from contract.storage import open_storage
 
 JOBS_KEY = "fanyi:jobs"  # hash: job id -> output prefix, for the exporter and the CLI
-JOB_PROGRESS_KEY = "fanyi:progress:{job}"  # hash: total, documents, errors, partial, flag:<name>, ended
+JOB_PROGRESS_KEY = "fanyi:progress:{job}"  # hash: total, documents, errors, partial, flag:<name>, windows, ..., ended
 RUNNING_KEY = "fanyi:running"  # hash: "<output>|<job>|<chunk>" -> {"worker", "since"} of deliveries under way
 WORKER_KEY = "fanyi:worker:{hostname}"  # a worker's heartbeat and health, expiring after 3 heartbeats
 REQUEUE_LOCK = "fanyi:requeue:{chunk}"  # one watchdog requeues an orphan, not every one that sees it
 CHUNK_KEY = "fanyi:chunk:{job}:{chunk}"  # hash: a chunk's deliveries (running, deaths, strikes:<doc>, ...)
 LEASE_KEY = "fanyi:delivery:{delivery}"  # present while that delivery's process is alive
 SCHEDULE_RUN_KEY = "fanyi:schedule:{name}:{date}"  # the job id a scheduled run submitted (kept 7 days)
+MEMORY_KEY = "fanyi:memory:{output}|{scope}"  # hash: a translation memory (scope: a job id, or "shared")
 SCHEDULE_LAST_KEY = "fanyi:schedule:{name}:last"  # "<job id> <output>" of a schedule's latest run
 
 
@@ -52,6 +54,7 @@ def count_part(job_id: str, tally: Tally) -> bool:
         pipeline.hincrby(progress, "partial", tally.statuses["partial"])
         for flag, count in tally.sentence_flags.items():
             pipeline.hincrby(progress, f"flag:{flag}", count)
+        pipeline.hincrby(progress, "windows", tally.windows).hincrby(progress, "reused_windows", tally.reused_windows)
         done, *_, total = pipeline.hget(progress, "total").execute()
     except Exception:  # noqa: BLE001 - a cache; `jobs status` counts from storage
         return True
@@ -70,6 +73,7 @@ def rebuild_progress(job_id: str, output: str) -> None:
     counts: dict[str, float] = {"total": job.documents, "documents": sum(tally.statuses.values())}
     counts |= {"errors": tally.statuses["error"], "partial": tally.statuses["partial"]}
     counts |= {f"flag:{f}": n for f, n in tally.sentence_flags.items()}
+    counts |= {"windows": tally.windows, "reused_windows": tally.reused_windows}
     if storage.exists(job.key("_SUCCESS")) or storage.exists(job.key("_CANCELLED")):
         counts["ended"] = time.time()
     progress = JOB_PROGRESS_KEY.format(job=job_id)
@@ -85,3 +89,28 @@ def record_ended(job_id: str, ended: bool = True) -> None:
         cache().hset(progress, "ended", time.time()) if ended else cache().hdel(progress, "ended")
     except Exception:  # noqa: BLE001 - a cache: the exporter rebuilds it from storage
         pass
+
+
+MEMORY_SCOPES = ("off", "job", "shared")  # a job spec's ``memory``
+
+
+def memory_namespace(output: str, job_id: str, scope: str) -> str | None:
+    """The hash holding a job's translation memory (``worker.memory``): its own (``job``), or the one all
+    jobs under ``output`` share (``shared``); None when the spec turns it off."""
+    if scope not in MEMORY_SCOPES:
+        raise ValueError(f"memory must be one of {', '.join(MEMORY_SCOPES)}, got {scope!r}")
+    return None if scope == "off" else MEMORY_KEY.format(output=output, scope=job_id if scope == "job" else "shared")
+
+
+def clear_memory(output: str, job_id: str | None = None) -> dict[str, int]:
+    """Delete the translation memories under ``output`` (only ``job_id``'s when named): entries per memory."""
+    client = cache()
+    if job_id is not None:
+        names = [MEMORY_KEY.format(output=output, scope=job_id)]
+    else:
+        pattern = MEMORY_KEY.format(output=re.sub(r"([*?\[\]\\])", r"\\\1", output), scope="*")
+        names = [name.decode() for name in client.scan_iter(match=pattern, count=1000)]
+    sizes = [client.hlen(name) for name in names]
+    if names:
+        client.delete(*names)
+    return {name.removeprefix(MEMORY_KEY.format(output=output, scope="")): n for name, n in zip(names, sizes) if n}

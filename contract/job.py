@@ -43,6 +43,7 @@ TRANSLATE_CHUNK = "fanyi.translate_chunk"  # the task of a chunk message; its ar
 COMPACTED = "_COMPACTED"  # which chunks each compacted file holds (``jobs compact``)
 ROW_FIELDS = (
     "job_id", "id", "source", "translation", "status", "error", "flags", "sentences", "artifact_id", "timings",
+    "windows", "reused_windows",
 )  # fmt: skip
 
 
@@ -251,6 +252,8 @@ def encode_rows(rows: Sequence[dict[str, Any]]) -> bytes:
             ),
             ("artifact_id", pa.string()),
             ("timings", pa.struct([("prepare", pa.float64()), ("translate", pa.float64()), ("total", pa.float64())])),
+            ("windows", pa.int64()),  # engine inputs the document was cut into
+            ("reused_windows", pa.int64()),  # of them, taken from the translation memory
         ]
     )
     return parquet_bytes(pa.Table.from_pylist([{k: r.get(k) for k in ROW_FIELDS} for r in rows], schema=schema))
@@ -273,15 +276,19 @@ STATUSES = ("ok", "partial", "error")
 
 @dataclass
 class Tally:
-    """Documents per status and sentences per flag, over result rows."""
+    """Documents per status, sentences per flag, and windows (all, and those the memory gave), over result rows."""
 
     statuses: Counter[str] = field(default_factory=Counter)
     sentence_flags: Counter[str] = field(default_factory=Counter)
     sentences: int = 0
+    windows: int = 0
+    reused_windows: int = 0
 
     def add(self, rows: Sequence[dict[str, Any]]) -> Tally:
         for row in rows:
             self.statuses[row["status"]] += 1
+            self.windows += row.get("windows") or 0  # parts written before the memory have no such column
+            self.reused_windows += row.get("reused_windows") or 0
             self.sentences += len(row["sentences"] or [])
             self.sentence_flags.update(flag for s in row["sentences"] or [] for flag in s["flags"])
         return self
@@ -292,7 +299,12 @@ class Tally:
             "statuses": statuses,
             "sentences": self.sentences,
             "sentence_flags": dict(sorted(self.sentence_flags.items())),
+            "memory": {"windows": self.windows, "reused_windows": self.reused_windows, "reuse_rate": self.reuse_rate},
         }
+
+    @property
+    def reuse_rate(self) -> float:
+        return round(self.reused_windows / self.windows, 4) if self.windows else 0.0
 
 
 def finalize(storage: Storage, job: Job) -> dict[str, Any] | None:

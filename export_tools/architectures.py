@@ -60,9 +60,7 @@ def local_architecture(directory: Path) -> Architecture:
         raise ExportError(f"{directory} is a file: pass the directory written by save_pretrained")
     arch = architecture_for(str(read_json(directory / "config.json").get("model_type")))
     if not any((directory / f).exists() for f in WEIGHT_FILES):
-        raise ExportError(
-            f"{directory} has no {' or '.join(WEIGHT_FILES)}: the weights are missing, re-save the model"
-        )
+        raise ExportError(f"{directory} has no {' or '.join(WEIGHT_FILES)}: the weights are missing, re-save the model")
     if not (directory / "generation_config.json").exists():
         raise ExportError(
             f"{directory} has no generation_config.json: write one with "

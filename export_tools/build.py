@@ -28,6 +28,7 @@ from export_tools.export import OPSET, export_fp32, layer_shape, reorder_graph
 from export_tools.weights import save_shared
 from worker.artifact import ARTIFACT_FORMAT, MANIFEST, PRECISIONS, file_entries, sha256_file
 
+
 def say(message: str) -> None:
     print(f"[export] {message}", file=sys.stderr, flush=True)
 

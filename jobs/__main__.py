@@ -8,6 +8,7 @@
     python -m jobs resume JOB_ID                 enqueue exactly the chunks with no result part
     python -m jobs resume JOB_ID --retry-failed  ... and translate again the chunks that failed
     python -m jobs compact JOB_ID                merge an ended job's parts into files of about 64 MB
+    python -m jobs memory clear --output PREFIX  forget the translation memories of the jobs under PREFIX
     python -m jobs demo                          the whole system on embedded defaults (see jobs/demo.py)
 
 A job's output prefix is found from --output, else FANYI_OUTPUT, else the Redis registry of
@@ -55,6 +56,10 @@ def parser() -> argparse.ArgumentParser:
         if name == "compact":
             verb.add_argument("--target-mb", type=float, default=64, help="size of each merged file (default 64)")
     sub.add_parser("demo", help="run the demo job on a throwaway Redis and worker (python -m jobs demo --help)")
+    memory = sub.add_parser("memory", help="the translation memory jobs share (a spec's memory: job, shared, off)")
+    memory.add_argument("action", choices=["clear"], help="clear: forget what the memory holds (costs time only)")
+    memory.add_argument("--output", required=True, help="output prefix whose jobs' memories to clear")
+    memory.add_argument("--job", help="clear only this job's own memory (memory: job), not the shared one")
     listing = sub.add_parser("list", help="jobs under an output prefix")
     listing.add_argument("--output", required=True, help="output prefix, e.g. s3://results/translations")
     return p
@@ -82,6 +87,12 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "cancel":
         api.cancel(args.job_id, args.output)
         print(f"cancelled {args.job_id}: `python -m jobs resume {args.job_id}` starts it again")
+        return 0
+    if args.command == "memory":
+        cleared = api.clear_memory(args.output, args.job)
+        for scope, entries in cleared.items():
+            print(f"cleared {entries:,} entries of {'the shared memory' if scope == 'shared' else scope}")
+        print(f"{sum(cleared.values()):,} translation memory entries cleared under {args.output}")
         return 0
     if args.command == "compact":
         say = lambda line: print(line, file=sys.stderr, flush=True)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from tqdm import tqdm
 
@@ -81,6 +81,12 @@ class JobStatus:
     partial: int | None = None  # documents with a sentence that still shows a symptom; None while unknown
     sentence_flags: dict[str, int] = field(default_factory=dict)  # sentences per flag (retried, empty, ...)
     failed_chunks: dict[str, str] = field(default_factory=dict)  # chunk -> why it could not be done
+    windows: int = 0  # engine inputs of the documents written
+    reused_windows: int = 0  # of them, taken from the translation memory
+
+    @property
+    def reuse_rate(self) -> float:
+        return self.reused_windows / self.windows if self.windows else 0.0
 
     @property
     def eta(self) -> float | None:
@@ -297,11 +303,10 @@ def status(job_id: str, output: str | None = None) -> JobStatus:
     finished = summary["finished"] if summary else time.time()
     documents_done = sum(job.chunks[c] for c in done)
     rate = documents_done / max(1e-9, finished - job.created)
-    errors, partial, flags = counts
     failed = summary["failed_chunks"] if summary else {str(c): r for c, r in failures(storage, job).items()}
     return JobStatus(
-        job.id, state, job.documents, documents_done, errors, len(job.chunks), len(done), rate, output, partial,
-        flags, failed,
+        job.id, state, job.documents, documents_done, counts.errors, len(job.chunks), len(done), rate, output,
+        counts.partial, counts.flags, failed, counts.windows, counts.reused_windows,
     )  # fmt: skip
 
 
@@ -313,12 +318,18 @@ def _chunks_running(output: str, job_id: str) -> bool:
     return any(f.decode().startswith(f"{output}|{job_id}|") for f in fields)
 
 
-Counts = tuple[int | None, int | None, dict[str, int]]  # errors, partial, sentences per flag
+class Counts(NamedTuple):
+    errors: int | None  # None while unknown
+    partial: int | None
+    flags: dict[str, int]  # sentences per flag
+    windows: int = 0
+    reused_windows: int = 0
 
 
 def _counts(summary: dict) -> Counts:
-    statuses = summary["statuses"]
-    return statuses.get("error", 0), statuses.get("partial", 0), dict(summary.get("sentence_flags", {}))
+    statuses, memory = summary["statuses"], summary.get("memory", {})
+    flags = dict(summary.get("sentence_flags", {}))
+    return Counts(statuses.get("error", 0), statuses.get("partial", 0), flags, *_windows(memory))
 
 
 def _cached_counts(job_id: str) -> Counts:
@@ -328,11 +339,15 @@ def _cached_counts(job_id: str) -> Counts:
             k.decode(): int(v) for k, v in cache.cache().hgetall(cache.JOB_PROGRESS_KEY.format(job=job_id)).items()
         }
     except Exception:  # noqa: BLE001 - a cache: counted from storage instead
-        return None, None, {}
+        return Counts(None, None, {})
     if "errors" not in found:
-        return None, None, {}
+        return Counts(None, None, {})
     flags = {k.removeprefix("flag:"): v for k, v in found.items() if k.startswith("flag:")}
-    return found["errors"], found.get("partial", 0), flags
+    return Counts(found["errors"], found.get("partial", 0), flags, *_windows(found))
+
+
+def _windows(counts: dict[str, int]) -> tuple[int, int]:
+    return counts.get("windows", 0), counts.get("reused_windows", 0)
 
 
 def wait(
@@ -424,6 +439,8 @@ def report(s: JobStatus) -> str:
         f"{s.id}: {s.state}, {s.done:,} of {s.documents:,} documents written, {s.partial or 0:,} partial, "
         f"{s.errors or 0:,} errors; sentences flagged: {flags}; output {s.output}/{s.id}/parts/"
     ]
+    if s.reused_windows:
+        lines.append(f"  translation memory: {s.reused_windows:,} of {s.windows:,} windows reused ({s.reuse_rate:.0%})")
     for chunk, reason in s.failed_chunks.items():
         lines.append(f"  chunk {chunk} failed: {reason}")
     if s.failed_chunks:
@@ -433,8 +450,14 @@ def report(s: JobStatus) -> str:
     return "\n".join(lines)
 
 
+def clear_memory(output: str, job_id: str | None = None) -> dict[str, int]:
+    """Forget the translation memories under ``output`` (``job_id``'s only, when named): entries per memory.
+    Jobs still running translate what they would have reused."""
+    return cache.clear_memory(output, job_id)
+
+
 def as_json(s: JobStatus) -> str:
-    return json.dumps({**asdict(s), "eta": s.eta})
+    return json.dumps({**asdict(s), "eta": s.eta, "reuse_rate": round(s.reuse_rate, 4)})
 
 
 def _duration(seconds: float) -> str:

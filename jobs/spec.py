@@ -11,6 +11,7 @@
     chunk_documents: 64                # at most this many documents per task ...
     chunk_tokens: 20000                # ... and at most this many source tokens (a longer document: alone)
     on_bad_row: error_row              # or refuse: a null/non-string text, bad JSON or UTF-8 line refuses the job
+    memory: job                        # translation memory: job (default), shared (all jobs under output), off
     options: {beam_size: 4, max_new_tokens: 256, overlap: 1, budget: 64,
               source_language: fr, target_language: de,  # languages: for models that read or write several
               format: markdown}                            # text (default), markdown or html: markup kept
@@ -27,7 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from contract import settings
+from contract import cache, settings
 
 MAX_SPEC_BYTES = 1_000_000  # a spec is a page of settings, never data
 MAX_CHUNK_DOCUMENTS = 10_000
@@ -51,6 +52,7 @@ SCHEMA: dict[str, Any] = {
         "chunk_tokens": {"type": "integer", "minimum": 1, "maximum": MAX_CHUNK_TOKENS},
         "schedule": {"type": "string"},  # cron, for specs under jobs/schedules/
         "on_bad_row": {"enum": ["error_row", "refuse"]},
+        "memory": {"enum": list(cache.MEMORY_SCOPES)},
         "options": {
             "type": "object",
             "additionalProperties": False,
@@ -91,6 +93,9 @@ class JobSpec:
     # A row that cannot be read as a document (null or non-string text, bad JSON or UTF-8, no id, too
     # long): an error row in the output and the job goes on, or the whole job refused at submit.
     on_bad_row: str = "error_row"
+    # Windows translated once and reused (worker/memory.py): within the job, across the jobs under the
+    # same output (nightly runs over overlapping corpora), or never. Outputs are the same either way.
+    memory: str = "job"
     options: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,9 +9,10 @@ translation does not depend on the batch it ran in (``tests/worker/engine/test_b
 options whose limit is the batch's (``max_length_ratio``) are never remembered (``Translator``).
 
 Nothing here is needed for correctness: a memory that loses entries, or cannot be reached, costs time
-only. Scopes (a job spec's ``memory``): ``off``; ``job`` (every chunk and worker of one job);
-``shared`` (every job under the same output prefix). Both live in Redis (``RedisMemory``); the
-document CLI's ``--memory`` keeps one in the process (``LocalMemory``).
+only. Scopes (a job spec's ``memory``, ``job_memory``): ``off``; ``job`` (every chunk and worker of
+one job, the default); ``shared`` (every job under the same output prefix). Both live in Redis
+(``RedisMemory``), cleared with ``python -m jobs memory clear``; the worker CLI's ``--memory`` keeps
+one in the process (``LocalMemory``).
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from contract import cache, settings
 from worker.engine.search import DecodingOptions
 from worker.engine.translator import Alternative, Translation
 
 log = logging.getLogger(__name__)
-SCOPES = ("off", "job", "shared")
 
 
 def entry_key(engine: Sequence[str], options: DecodingOptions, text: str) -> str:
@@ -100,6 +101,14 @@ class RedisMemory(Memory):
             pipeline.expire(self.namespace, self.ttl).execute()
         except Exception as err:  # noqa: BLE001 - an entry not kept costs time, never a result
             log.warning("translation memory %s cannot be written (%s)", self.namespace, err)
+
+
+def job_memory(output: str, job_id: str, scope: str) -> Memory | None:
+    """The memory a job's chunks share, by its spec's ``memory`` scope; None when it is ``off``."""
+    namespace = cache.memory_namespace(output, job_id, scope)
+    if namespace is None:
+        return None
+    return RedisMemory(cache.cache(), namespace, ttl=settings.MEMORY_TTL, capacity=settings.MEMORY_ENTRIES)
 
 
 def _encode(t: Translation) -> str:

@@ -36,6 +36,10 @@ TOKENS = Counter("fanyi_source_tokens_translated_total", "Source tokens of the d
 ERRORS = Counter(
     "fanyi_errors_total", "Errors by kind (document, poison, time_limit, transient, environment, chunk)", ["kind"]
 )
+WINDOWS = Counter(
+    "fanyi_windows_translated_total", "Windows of the documents written, by what translated them", ["by"]
+)  # by: engine, or memory (the translation memory had it: worker/memory.py)
+TOKENS_REUSED = Counter("fanyi_memory_source_tokens_total", "Source tokens of windows the translation memory gave")
 TASK_SECONDS = Histogram(
     "fanyi_task_duration_seconds", "Time to translate and write one chunk",
     buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200),
@@ -64,6 +68,9 @@ def record_part(job_id: str, rows: Sequence[dict[str, Any]]) -> bool:
     for flag, count in tally.sentence_flags.items():
         SENTENCE_FLAGS.labels(flag=flag).inc(count)
     TOKENS.inc(sum(r.get("tokens", 0) for r in rows))
+    WINDOWS.labels(by="memory").inc(tally.reused_windows)
+    WINDOWS.labels(by="engine").inc(tally.windows - tally.reused_windows)
+    TOKENS_REUSED.inc(sum(r.get("reused_tokens", 0) for r in rows))
     for row in rows:
         DOCUMENT_SECONDS.observe(row["timings"]["total"])
     return count_part(job_id, tally)

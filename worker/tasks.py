@@ -52,6 +52,7 @@ from worker.documents import DEFAULT_BUDGET, DocumentResult, DocumentTranslator
 from worker.engine.search import DecodingOptions
 from worker.engine.translator import Translator
 from worker.faults import ChunkFault, EnvironmentFault, Fault, classify
+from worker.memory import Memory, job_memory
 from worker.watchdog import record_ended, record_running
 
 log = logging.getLogger(__name__)
@@ -206,7 +207,8 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
     if storage.exists(job.key("_CANCELLED")):
         return "cancelled"
     documents = _documents(storage.read, job_id, chunk)
-    rows = translate_rows(job, documents, deliveries)
+    memory = job_memory(output, job_id, job.spec.get("memory", "job"))
+    rows = translate_rows(job, documents, deliveries, memory)
     if not storage.create(key, encode_rows(rows)):
         return "duplicate"  # another delivery wrote this part first; its content stands
     if metrics.record_part(job_id, rows):  # the last part, or the cache cannot tell: storage decides
@@ -226,17 +228,21 @@ def _documents(read: Any, job_id: str, chunk: int) -> list[Document]:
         raise ChunkFault(f"its input is unreadable ({type(err).__name__}: {err})") from None
 
 
-def translate_rows(job: Job, documents: Sequence[Document], deliveries: Deliveries) -> list[dict[str, Any]]:
+def translate_rows(
+    job: Job, documents: Sequence[Document], deliveries: Deliveries, memory: Memory | None = None
+) -> list[dict[str, Any]]:
     """One row per document: bad input rows as error rows, the others translated."""
     readable = [(d.id, d.text) for d in documents if d.error is None and d.text is not None]
-    results = iter(_translate(job, readable, deliveries))
+    results = iter(_translate(job, readable, deliveries, memory))
     return [
         _row(DocumentResult(d.id, "", "error", d.error) if d.error is not None else next(results), d.text or "", job)
         for d in documents
     ]
 
 
-def _translate(job: Job, documents: list[tuple[str, str]], deliveries: Deliveries) -> list[DocumentResult]:
+def _translate(
+    job: Job, documents: list[tuple[str, str]], deliveries: Deliveries, memory: Memory | None
+) -> list[DocumentResult]:
     translator = _translator(job)
     spec_options = job.spec.get("options", {})
     engine = DocumentTranslator(
@@ -244,6 +250,7 @@ def _translate(job: Job, documents: list[tuple[str, str]], deliveries: Deliverie
         overlap=spec_options.get("overlap", 1),
         budget=spec_options.get("budget", DEFAULT_BUDGET),
         format=spec_options.get("format", "text"),
+        memory=memory,
     )
     options = translator.options(**{k: v for k, v in spec_options.items() if k in DECODING_OPTIONS})
     deaths, poisoned = deliveries.deaths, deliveries.poisoned
