@@ -34,9 +34,10 @@ from worker.text.stitch import render, stitch
 from worker.text.windows import Window, plan_windows
 
 DEFAULT_BUDGET = 64  # source tokens per window (capped by the model's positions); ~4 demo-domain sentences
-# Control and zero-width characters become spaces: offsets stay those of the source text.
 # A sentence whose markup could not be lifted out went to the model markup and all: its document is partial.
 MARKUP_SYMPTOMS = frozenset({"markup_unparsed"})
+_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # what ends a paragraph of text or Markdown
+# Control and zero-width characters become spaces: offsets stay those of the source text.
 _INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u2028\u2029\u2060\ufeff]")
 
 
@@ -134,7 +135,9 @@ class DocumentTranslator:
                     for p in pieces
                 ]
         counts = [self._count(s.text) for s in sentences]
-        windows = plan_windows(doc_id, counts, budget=self.budget, overlap=self.overlap)
+        starts = _paragraph_starts(clean, units, self.format)
+        breaks = [i for i in range(1, len(sentences)) if sentences[i].line in starts - {sentences[i - 1].line}]
+        windows = plan_windows(doc_id, counts, budget=self.budget, overlap=self.overlap, breaks=breaks)
         tokens = sum(sum(counts[w.start : w.end]) for w in windows)
         translations = [""] * len(sentences)
         return _Plan(doc_id, clean, units, sentences, windows, tokens, flags, sentence_flags, translations)
@@ -305,6 +308,13 @@ def _copy_untranslatable(plans: list[_Plan]) -> None:
             if "code" in plan.sentence_flags[i] or not any(ch.isalnum() for ch in sentence.text):
                 plan.translations[i] = sentence.text
                 plan.sentence_flags[i] = (plan.sentence_flags[i] - {"code"}) | {"copied"}
+
+
+def _paragraph_starts(text: str, units: list[Unit], fmt: str) -> set[int]:
+    """Units that start a paragraph: after a blank line, or every one in HTML (units are its blocks)."""
+    return {
+        n for n in range(1, len(units)) if fmt == "html" or _BLANK_LINE.search(text, units[n - 1].end, units[n].start)
+    }
 
 
 def _window_text(plan: _Plan, window: Window) -> str:

@@ -5,13 +5,16 @@ to ``overlap`` preceding sentences (and ``after`` following ones) as context. Ev
 responsible in exactly one window, windows follow the document order, and a window's responsible
 and context tokens together stay within ``budget`` whenever each sentence alone does (longer
 sentences are split before planning; a sentence that still exceeds the budget gets a window of its
-own and no context).
+own and no context). A paragraph (``breaks``) is planned on its own: no window, and no context,
+reaches across its start, so a paragraph that recurs (a footer, a disclaimer, a syndicated story)
+gives the same windows wherever it stands, which the translation memory reuses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+from itertools import pairwise
 
 
 @dataclass(frozen=True)
@@ -33,10 +36,28 @@ class Window:
         return self.last + self.context_after
 
 
-def plan_windows(doc_id: str, tokens: Sequence[int], *, budget: int, overlap: int = 0, after: int = 0) -> list[Window]:
-    """Windows over sentences with ``tokens[i]`` source tokens each."""
+def plan_windows(
+    doc_id: str,
+    tokens: Sequence[int],
+    *,
+    budget: int,
+    overlap: int = 0,
+    after: int = 0,
+    breaks: Collection[int] = (),
+) -> list[Window]:
+    """Windows over sentences with ``tokens[i]`` source tokens each; ``breaks``: the sentences that start
+    a paragraph."""
     if budget < 1 or overlap < 0 or after < 0:
         raise ValueError(f"need budget >= 1 and overlap, after >= 0; got {budget}, {overlap}, {after}")
+    bounds = sorted({0, len(tokens), *(b for b in breaks if 0 < b < len(tokens))})
+    return [
+        replace(w, first=w.first + a, last=w.last + a)
+        for a, b in pairwise(bounds)
+        for w in _paragraph_windows(doc_id, tokens[a:b], budget, overlap, after)
+    ]
+
+
+def _paragraph_windows(doc_id: str, tokens: Sequence[int], budget: int, overlap: int, after: int) -> list[Window]:
     windows: list[Window] = []
     first = 0
     while first < len(tokens):

@@ -48,3 +48,11 @@ def test_a_sentence_over_the_budget_gets_a_window_of_its_own_without_context() -
 def test_bad_settings_are_refused(bad) -> None:
     with pytest.raises(ValueError):
         plan_windows("d", [1, 2], **bad)
+
+
+def test_no_window_and_no_context_reaches_across_a_paragraph_start() -> None:
+    tokens = [5, 5, 5, 5, 5, 5]
+    windows = plan_windows("d", tokens, budget=12, overlap=1, breaks=[3, 5])
+    assert [(w.start, w.first, w.last) for w in windows] == [(0, 0, 2), (1, 2, 3), (3, 3, 5), (5, 5, 6)]
+    whole = plan_windows("d", tokens, budget=12, overlap=1)
+    assert [(w.start, w.first, w.last) for w in whole][2:] == [(2, 3, 4), (3, 4, 5), (4, 5, 6)]  # context crosses
