@@ -42,7 +42,7 @@ class Echo:
     def at_precision(self, precision: str) -> Echo:
         return self
 
-    def translate_batch(self, texts: list[str], options: object = None) -> list[object]:
+    def translate_batch(self, texts: list[str], options: object = None, memory: object = None) -> list[object]:
         from worker.engine.translator import Translation
 
         return [Translation(t, [], 0.0) for t in texts]

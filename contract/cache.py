@@ -96,21 +96,27 @@ MEMORY_SCOPES = ("off", "job", "shared")  # a job spec's ``memory``
 
 def memory_namespace(output: str, job_id: str, scope: str) -> str | None:
     """The hash holding a job's translation memory (``worker.memory``): its own (``job``), or the one all
-    jobs under ``output`` share (``shared``); None when the spec turns it off."""
+    jobs under the prefix ``output`` share (``shared``); None when the spec turns it off."""
     if scope not in MEMORY_SCOPES:
         raise ValueError(f"memory must be one of {', '.join(MEMORY_SCOPES)}, got {scope!r}")
-    return None if scope == "off" else MEMORY_KEY.format(output=output, scope=job_id if scope == "job" else "shared")
+    return (
+        None
+        if scope == "off"
+        else MEMORY_KEY.format(output=output.rstrip("/"), scope=job_id if scope == "job" else "shared")
+    )
 
 
 def clear_memory(output: str, job_id: str | None = None) -> dict[str, int]:
-    """Delete the translation memories under ``output`` (only ``job_id``'s when named): entries per memory."""
-    client = cache()
+    """Delete the translation memories under the prefix ``output`` (its own, and those of the prefixes
+    below it, such as a schedule's dated runs), or only job ``job_id``'s: entries per memory."""
+    client, output = cache(), output.rstrip("/")
     if job_id is not None:
         names = [MEMORY_KEY.format(output=output, scope=job_id)]
     else:
-        pattern = MEMORY_KEY.format(output=re.sub(r"([*?\[\]\\])", r"\\\1", output), scope="*")
-        names = [name.decode() for name in client.scan_iter(match=pattern, count=1000)]
+        glob = re.sub(r"([*?\[\]\\])", r"\\\1", output)
+        patterns = [MEMORY_KEY.format(output=glob, scope="*"), MEMORY_KEY.format(output=f"{glob}/*", scope="*")]
+        names = sorted({name.decode() for pattern in patterns for name in client.scan_iter(match=pattern, count=1000)})
     sizes = [client.hlen(name) for name in names]
     if names:
         client.delete(*names)
-    return {name.removeprefix(MEMORY_KEY.format(output=output, scope="")): n for name, n in zip(names, sizes) if n}
+    return {name.removeprefix("fanyi:memory:"): n for name, n in zip(names, sizes) if n}

@@ -35,7 +35,7 @@ S3_RETRIES = int(_env("FANYI_S3_RETRIES", "8"))  # attempts per S3 request, with
 S3_TIMEOUT = float(_env("FANYI_S3_TIMEOUT", "20"))  # seconds to connect to S3 and to read an answer
 SCHEDULES = _env("FANYI_SCHEDULES")  # folder of scheduled job specs that beat runs; unset = none
 MEMORY_TTL = float(_env("FANYI_MEMORY_TTL", "259200"))  # seconds a translation memory lives after its last write
-MEMORY_ENTRIES = int(_env("FANYI_MEMORY_ENTRIES", "200000"))  # entries one memory keeps (job or shared); then no more
+MEMORY_ENTRIES = int(_env("FANYI_MEMORY_ENTRIES", "100000"))  # entries one memory keeps (job or shared); then no more
 JOB_METRICS_RETENTION = float(_env("FANYI_JOB_METRICS_RETENTION", "86400"))  # seconds an ended job stays exported
 PRIORITY_STEPS = list(range(10))  # 0 = first; Redis keeps one list per step: "<queue>", "<queue>:1", ...
 DEFAULT_PRIORITY = 5  # a job's priority unless its spec names one

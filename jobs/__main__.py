@@ -58,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="run the demo job on a throwaway Redis and worker (python -m jobs demo --help)")
     memory = sub.add_parser("memory", help="the translation memory jobs share (a spec's memory: job, shared, off)")
     memory.add_argument("action", choices=["clear"], help="clear: forget what the memory holds (costs time only)")
-    memory.add_argument("--output", required=True, help="output prefix whose jobs' memories to clear")
+    memory.add_argument("--output", required=True, help="output prefix (or memory_prefix) whose memories to clear")
     memory.add_argument("--job", help="clear only this job's own memory (memory: job), not the shared one")
     listing = sub.add_parser("list", help="jobs under an output prefix")
     listing.add_argument("--output", required=True, help="output prefix, e.g. s3://results/translations")
@@ -90,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "memory":
         cleared = api.clear_memory(args.output, args.job)
-        for scope, entries in cleared.items():
-            print(f"cleared {entries:,} entries of {'the shared memory' if scope == 'shared' else scope}")
+        for memory, entries in cleared.items():
+            print(f"cleared {entries:,} entries of {memory}")
         print(f"{sum(cleared.values()):,} translation memory entries cleared under {args.output}")
         return 0
     if args.command == "compact":

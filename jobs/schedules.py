@@ -105,7 +105,9 @@ def run_schedule(spec_path: str, now: datetime | None = None) -> str | None:
     if not redis.set(run_key, "submitting", nx=True, ex=7 * 24 * 3600):
         log.info("schedule %s already ran for %s", spec.name, date)
         return None
-    dated = replace(spec, output=f"{spec.output.rstrip('/')}/{date}", schedule=None)
+    dated = replace(
+        spec, output=f"{spec.output.rstrip('/')}/{date}", schedule=None, memory_prefix=spec.memory_prefix or spec.output
+    )
     try:
         job_id = api.submit(dated, job_id=f"{spec.name}-{date}")  # the same job for every try of this date
     except Exception:

@@ -12,6 +12,7 @@
     chunk_tokens: 20000                # ... and at most this many source tokens (a longer document: alone)
     on_bad_row: error_row              # or refuse: a null/non-string text, bad JSON or UTF-8 line refuses the job
     memory: job                        # translation memory: job (default), shared (all jobs under output), off
+    memory_prefix: s3://results/news   # the prefix whose shared memory to use (default: output; see below)
     options: {beam_size: 4, max_new_tokens: 256, overlap: 1, budget: 64,
               source_language: fr, target_language: de,  # languages: for models that read or write several
               format: markdown}                            # text (default), markdown or html: markup kept
@@ -53,6 +54,7 @@ SCHEMA: dict[str, Any] = {
         "schedule": {"type": "string"},  # cron, for specs under jobs/schedules/
         "on_bad_row": {"enum": ["error_row", "refuse"]},
         "memory": {"enum": list(cache.MEMORY_SCOPES)},
+        "memory_prefix": {"type": "string", "minLength": 1},
         "options": {
             "type": "object",
             "additionalProperties": False,
@@ -96,6 +98,9 @@ class JobSpec:
     # Windows translated once and reused (worker/memory.py): within the job, across the jobs under the
     # same output (nightly runs over overlapping corpora), or never. Outputs are the same either way.
     memory: str = "job"
+    # Where ``shared`` memory lives: its ``output`` unless named. A scheduled run writes under
+    # ``<output>/<date>`` and keeps its schedule's ``output`` here, so every night shares one memory.
+    memory_prefix: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

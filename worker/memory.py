@@ -112,14 +112,15 @@ def job_memory(output: str, job_id: str, scope: str) -> Memory | None:
 
 
 def _encode(t: Translation) -> str:
-    return json.dumps(
-        {"text": t.text, "tokens": t.tokens, "score": t.score, "flags": t.flags, "source_tokens": t.source_tokens,
-         "hypotheses": [asdict(h) for h in t.hypotheses]},
-        ensure_ascii=False,
-    )  # fmt: skip
+    """The hypotheses (the first is the translation), flags and source length: what ``_decode`` needs."""
+    hypotheses = [[h.text, h.tokens, h.score] for h in t.hypotheses]
+    return json.dumps({"h": hypotheses, "flags": t.flags, "source_tokens": t.source_tokens}, ensure_ascii=False)
 
 
 def _decode(raw: str) -> Translation:
     entry = json.loads(raw)
-    hypotheses = [Alternative(**h) for h in entry.pop("hypotheses")]
-    return Translation(**entry, hypotheses=hypotheses, reused=True)
+    hypotheses = [Alternative(text, tokens, score) for text, tokens, score in entry["h"]]
+    best = hypotheses[0]
+    return Translation(
+        best.text, best.tokens, best.score, hypotheses, entry["flags"], entry["source_tokens"], reused=True
+    )

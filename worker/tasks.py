@@ -207,7 +207,7 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
     if storage.exists(job.key("_CANCELLED")):
         return "cancelled"
     documents = _documents(storage.read, job_id, chunk)
-    memory = job_memory(output, job_id, job.spec.get("memory", "job"))
+    memory = job_memory(job.spec.get("memory_prefix") or output, job_id, job.spec.get("memory", "job"))
     rows = translate_rows(job, documents, deliveries, memory)
     if not storage.create(key, encode_rows(rows)):
         return "duplicate"  # another delivery wrote this part first; its content stands

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -72,6 +73,12 @@ def test_a_run_writes_under_its_date_and_never_overlaps_the_previous_one(tmp_pat
     api.cancel(first, str(tmp_path / "out" / "2026-12-02"))  # no longer running
     second = run_schedule(str(path), now=night.replace(day=3))
     assert second and (tmp_path / "out" / "2026-12-03" / second / "_job.json").exists()
+    manifests = [
+        json.loads((tmp_path / "out" / f"2026-12-0{d}" / j / "_job.json").read_text())
+        for d, j in ((2, first), (3, second))
+    ]
+    # Every night's shared translation memory is the schedule's, not its date's.
+    assert {m["spec"]["memory_prefix"] for m in manifests} == {str(tmp_path / "out")}
 
 
 def test_a_night_after_a_failed_run_starts_and_a_failed_submission_can_try_again(

@@ -104,8 +104,8 @@ def test_redis_memory_expires_stops_at_its_cap_and_clears_by_output(redis_url, m
     assert 0 < client.ttl(namespace) <= 60
     RedisMemory(client, shared, ttl=60, capacity=9).put({"s": "1"})
     RedisMemory(client, other, ttl=60, capacity=9).put({"o": "1"})
-    assert cache.clear_memory(output, "job-1") == {"job-1": 2}
-    assert cache.clear_memory(output) == {"shared": 1}
+    assert cache.clear_memory(output, "job-1") == {f"{output}|job-1": 2}
+    assert cache.clear_memory(output + "/") == {f"{output}|shared": 1}
     assert client.exists(namespace, shared) == 0 and client.hlen(other) == 1
     client.delete(other)
     cache.cache.cache_clear()

@@ -43,7 +43,7 @@ class StandIn:
     def at_precision(self, precision: str) -> StandIn:
         return self
 
-    def translate_batch(self, texts: list[str], options: DecodingOptions | None = None) -> list[Translation]:
+    def translate_batch(self, texts: list[str], options: object = None, memory: object = None) -> list[Translation]:
         return [Translation(self._translate(t), [], 0.0) for t in texts]
 
     def _translate(self, text: str) -> str:
