@@ -33,10 +33,10 @@ from worker.engine.translator import Alternative, Translation
 log = logging.getLogger(__name__)
 
 
-def entry_key(engine: Sequence[str], options: DecodingOptions, text: str) -> str:
-    """``engine``: artifact id, precision, device (``Translator.identity``)."""
-    body = json.dumps([list(engine), asdict(options), text], ensure_ascii=False, sort_keys=True)
-    return hashlib.blake2b(body.encode(), digest_size=16).hexdigest()
+def entry_keys(engine: Sequence[str], options: DecodingOptions, texts: Sequence[str]) -> list[str]:
+    """Each text's key; ``engine``: artifact id, precision, device (``Translator.identity``)."""
+    setting = json.dumps([list(engine), asdict(options)], sort_keys=True).encode()
+    return [hashlib.blake2b(setting + b"\0" + text.encode(), digest_size=16).hexdigest() for text in texts]
 
 
 class Memory(ABC):

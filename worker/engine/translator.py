@@ -158,10 +158,10 @@ class Translator:
     def _remembered(
         self, sentences: Sequence[str], options: DecodingOptions, framing: Framing, memory: Memory
     ) -> list[Translation]:
-        from worker.memory import entry_key
+        from worker.memory import entry_keys
 
         distinct = list(dict.fromkeys(s for s in sentences if s.strip()))
-        keys = {s: entry_key(self.identity, options, s) for s in distinct}
+        keys = dict(zip(distinct, entry_keys(self.identity, options, distinct)))
         known = {s: t for s, t in zip(distinct, memory.recall(list(keys.values()))) if t is not None}
         missing = [s for s in distinct if s not in known]
         fresh = dict(zip(missing, self._translate(missing, options, framing)))
