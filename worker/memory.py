@@ -40,14 +40,17 @@ def entry_keys(engine: Sequence[str], options: DecodingOptions, texts: Sequence[
 
 
 class Memory(ABC):
-    """Entries by key; a backend stores their JSON."""
+    """Translations by engine, options and text; a backend stores them as JSON under their key."""
 
-    def recall(self, keys: Sequence[str]) -> list[Translation | None]:
-        return [None if raw is None else _decode(raw) for raw in self.get(keys)]
+    def recall(self, engine: Sequence[str], options: DecodingOptions, texts: Sequence[str]) -> list[Translation | None]:
+        """Each text's stored translation (``reused``), or None."""
+        return [None if raw is None else _decode(raw) for raw in self.get(entry_keys(engine, options, texts))]
 
-    def keep(self, entries: Mapping[str, Translation]) -> None:
-        if entries:
-            self.put({key: _encode(t) for key, t in entries.items()})
+    def keep(self, engine: Sequence[str], options: DecodingOptions, translations: Mapping[str, Translation]) -> None:
+        """Store each text's translation."""
+        if translations:
+            keys = entry_keys(engine, options, list(translations))
+            self.put({key: _encode(t) for key, t in zip(keys, translations.values())})
 
     @abstractmethod
     def get(self, keys: Sequence[str]) -> list[str | None]: ...
@@ -77,7 +80,7 @@ class LocalMemory(Memory):
 
 
 class RedisMemory(Memory):
-    """One Redis hash per namespace (``contract.cache.memory_key``): it expires ``ttl`` seconds after its
+    """One Redis hash per namespace (``contract.cache.memory_namespace``): it expires ``ttl`` seconds after its
     last write and stops growing at ``capacity`` entries (later text is translated, not kept). A Redis
     that fails is a memory that is empty: the chunk is translated all the same."""
 

@@ -158,14 +158,11 @@ class Translator:
     def _remembered(
         self, sentences: Sequence[str], options: DecodingOptions, framing: Framing, memory: Memory
     ) -> list[Translation]:
-        from worker.memory import entry_keys
-
         distinct = list(dict.fromkeys(s for s in sentences if s.strip()))
-        keys = dict(zip(distinct, entry_keys(self.identity, options, distinct)))
-        known = {s: t for s, t in zip(distinct, memory.recall(list(keys.values()))) if t is not None}
+        known = {s: t for s, t in zip(distinct, memory.recall(self.identity, options, distinct)) if t is not None}
         missing = [s for s in distinct if s not in known]
         fresh = dict(zip(missing, self._translate(missing, options, framing)))
-        memory.keep({keys[s]: t for s, t in fresh.items()})
+        memory.keep(self.identity, options, fresh)
         out = []
         for s in sentences:
             if not s.strip():
