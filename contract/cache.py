@@ -94,16 +94,17 @@ def record_ended(job_id: str, ended: bool = True) -> None:
 MEMORY_SCOPES = ("off", "job", "shared")  # a job spec's ``memory``
 
 
-def memory_namespace(output: str, job_id: str, scope: str) -> str | None:
-    """The hash holding a job's translation memory (``worker.memory``): its own (``job``), or the one all
-    jobs under the prefix ``output`` share (``shared``); None when the spec turns it off."""
+def memory_namespace(output: str, job_id: str, scope: str, shared_prefix: str | None = None) -> str | None:
+    """The hash holding a job's translation memory (``worker.memory``): its own under its ``output``
+    (``job``), or the one every job under ``shared_prefix`` (by default ``output``) shares (``shared``);
+    None when the spec turns it off."""
     if scope not in MEMORY_SCOPES:
         raise ValueError(f"memory must be one of {', '.join(MEMORY_SCOPES)}, got {scope!r}")
-    return (
-        None
-        if scope == "off"
-        else MEMORY_KEY.format(output=output.rstrip("/"), scope=job_id if scope == "job" else "shared")
-    )
+    if scope == "off":
+        return None
+    if scope == "job":
+        return MEMORY_KEY.format(output=output.rstrip("/"), scope=job_id)
+    return MEMORY_KEY.format(output=(shared_prefix or output).rstrip("/"), scope="shared")
 
 
 def clear_memory(output: str, job_id: str | None = None) -> dict[str, int]:

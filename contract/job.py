@@ -253,7 +253,7 @@ def encode_rows(rows: Sequence[dict[str, Any]]) -> bytes:
             ("artifact_id", pa.string()),
             ("timings", pa.struct([("prepare", pa.float64()), ("translate", pa.float64()), ("total", pa.float64())])),
             ("windows", pa.int64()),  # engine inputs the document was cut into
-            ("reused_windows", pa.int64()),  # of them, taken from the translation memory
+            ("reused_windows", pa.int64()),  # of them, reused: from the memory, or a copy earlier in the call
         ]
     )
     return parquet_bytes(pa.Table.from_pylist([{k: r.get(k) for k in ROW_FIELDS} for r in rows], schema=schema))

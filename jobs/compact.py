@@ -58,7 +58,8 @@ def _merge(storage: Storage, job: Job, target_bytes: int, say: Callable[[str], N
 def _write(storage: Storage, job: Job, index: int, group: list[tuple[int, bytes]]) -> dict[str, Any]:
     import pyarrow as pa
 
-    table = pa.concat_tables([read_parquet(data) for _, data in group])
+    # Parts written before a column existed (windows, reused_windows) get it as nulls.
+    table = pa.concat_tables([read_parquet(data) for _, data in group], promote_options="default")
     key = job.key(f"parts/compacted-{index:05d}.parquet")
     data = parquet_bytes(table)
     if not storage.create(key, data):  # an interrupted run wrote it: it must hold the same rows

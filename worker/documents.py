@@ -67,7 +67,8 @@ class DocumentResult:
     timings: dict[str, float] = field(default_factory=dict)
     tokens: int = 0  # source tokens the model saw, context sentences included
     windows: int = 0  # engine inputs the document was cut into
-    reused_windows: int = 0  # of them, translations taken from the translation memory (``worker.memory``)
+    # Of them, those reused: from the translation memory (``worker.memory``), or a copy earlier in the call.
+    reused_windows: int = 0
     reused_tokens: int = 0  # source tokens of those: what the engine did not have to read
 
 
@@ -136,7 +137,11 @@ class DocumentTranslator:
                 ]
         counts = [self._count(s.text) for s in sentences]
         starts = _paragraph_starts(clean, units, self.format)
-        breaks = [i for i in range(1, len(sentences)) if sentences[i].line in starts - {sentences[i - 1].line}]
+        breaks = [
+            i
+            for i in range(1, len(sentences))
+            if any(n in starts for n in range(sentences[i - 1].line + 1, sentences[i].line + 1))
+        ]
         windows = plan_windows(doc_id, counts, budget=self.budget, overlap=self.overlap, breaks=breaks)
         tokens = sum(sum(counts[w.start : w.end]) for w in windows)
         translations = [""] * len(sentences)

@@ -22,7 +22,7 @@ import json
 import logging
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -33,9 +33,15 @@ from worker.engine.translator import Alternative, Translation
 log = logging.getLogger(__name__)
 
 
+FORMAT = 1  # of the entries, and of what decides a translation besides the key: raise it when search changes
+
+
 def entry_keys(engine: Sequence[str], options: DecodingOptions, texts: Sequence[str]) -> list[str]:
-    """Each text's key; ``engine``: artifact id, precision, device (``Translator.identity``)."""
-    setting = json.dumps([list(engine), asdict(options)], sort_keys=True).encode()
+    """Each text's key; ``engine``: artifact id, precision, provider (``Translator.identity``). ONNX
+    Runtime's version is in it too: its kernels decide the last bits of every score."""
+    import onnxruntime
+
+    setting = json.dumps([FORMAT, onnxruntime.__version__, list(engine), asdict(options)], sort_keys=True).encode()
     return [hashlib.blake2b(setting + b"\0" + text.encode(), digest_size=16).hexdigest() for text in texts]
 
 
@@ -81,37 +87,62 @@ class LocalMemory(Memory):
 
 class RedisMemory(Memory):
     """One Redis hash per namespace (``contract.cache.memory_namespace``): it expires ``ttl`` seconds after its
-    last write and stops growing at ``capacity`` entries (later text is translated, not kept). A Redis
-    that fails is a memory that is empty: the chunk is translated all the same."""
+    last use and stops growing at about ``capacity`` entries (later text is translated, not kept). A Redis
+    that fails is a memory that is empty, for the rest of this object's life (one chunk): the chunk is
+    translated all the same, and waits for Redis once, not at every call."""
 
     def __init__(self, client: Any, namespace: str, *, ttl: float, capacity: int) -> None:
         self.client, self.namespace, self.ttl, self.capacity = client, namespace, int(ttl), capacity
+        self.failed = False
 
     def get(self, keys: Sequence[str]) -> list[str | None]:
-        if not keys:
-            return []
-        try:
-            return [None if raw is None else raw.decode() for raw in self.client.hmget(self.namespace, list(keys))]
-        except Exception as err:  # noqa: BLE001 - any failure of the cache: translate instead
-            log.warning("translation memory %s cannot be read (%s): translating instead", self.namespace, err)
-            return [None] * len(keys)
+        found = self._call("read", self._read, keys) if keys and not self.failed else None
+        return [None] * len(keys) if found is None else [None if raw is None else raw.decode() for raw in found]
 
     def put(self, entries: Mapping[str, str]) -> None:
+        if not self.failed:
+            self._call("written", self._write, entries)
+
+    def _read(self, keys: Sequence[str]) -> list[bytes | None]:
+        found, _ = self.client.pipeline().hmget(self.namespace, list(keys)).expire(self.namespace, self.ttl).execute()
+        return list(found)
+
+    def _write(self, entries: Mapping[str, str]) -> None:
+        if self.client.hlen(self.namespace) < self.capacity:  # two writers may pass together: about the cap
+            self.client.pipeline().hset(self.namespace, mapping=dict(entries)).expire(
+                self.namespace, self.ttl
+            ).execute()
+
+    def _call(self, what: str, action: Callable[[Any], Any], argument: Any) -> Any:
+        import redis
+
         try:
-            if self.client.hlen(self.namespace) >= self.capacity:
-                return
-            pipeline = self.client.pipeline().hset(self.namespace, mapping=dict(entries))
-            pipeline.expire(self.namespace, self.ttl).execute()
-        except Exception as err:  # noqa: BLE001 - an entry not kept costs time, never a result
-            log.warning("translation memory %s cannot be written (%s)", self.namespace, err)
+            return action(argument)
+        except redis.RedisError as err:  # only Redis's own: a task's time limit must reach the task
+            self.failed = True
+            log.warning("translation memory %s cannot be %s (%s): translating without it", self.namespace, what, err)
+            return None
 
 
-def job_memory(output: str, job_id: str, scope: str) -> Memory | None:
-    """The memory a job's chunks share, by its spec's ``memory`` scope; None when it is ``off``."""
-    namespace = cache.memory_namespace(output, job_id, scope)
+def job_memory(output: str, job_id: str, spec: Mapping[str, Any]) -> Memory | None:
+    """The memory a job's chunks share, by its spec's ``memory`` scope (and ``memory_prefix``); None when
+    it is ``off``."""
+    namespace = cache.memory_namespace(output, job_id, spec.get("memory", "job"), spec.get("memory_prefix"))
     if namespace is None:
         return None
     return RedisMemory(cache.cache(), namespace, ttl=settings.MEMORY_TTL, capacity=settings.MEMORY_ENTRIES)
+
+
+def forget_job_memory(output: str, job_id: str, spec: Mapping[str, Any]) -> None:
+    """Free an ended job's own memory now rather than after its TTL (a shared one stays for later jobs)."""
+    import redis
+
+    if spec.get("memory", "job") != "job":
+        return
+    try:
+        cache.clear_memory(output, job_id)
+    except redis.RedisError as err:  # it expires on its own
+        log.warning("the translation memory of job %s cannot be cleared (%s): it expires on its own", job_id, err)
 
 
 def _encode(t: Translation) -> str:
@@ -120,10 +151,14 @@ def _encode(t: Translation) -> str:
     return json.dumps({"h": hypotheses, "flags": t.flags, "source_tokens": t.source_tokens}, ensure_ascii=False)
 
 
-def _decode(raw: str) -> Translation:
-    entry = json.loads(raw)
-    hypotheses = [Alternative(text, tokens, score) for text, tokens, score in entry["h"]]
-    best = hypotheses[0]
-    return Translation(
-        best.text, best.tokens, best.score, hypotheses, entry["flags"], entry["source_tokens"], reused=True
-    )
+def _decode(raw: str) -> Translation | None:
+    """The entry's translation; None (a miss) for an entry that cannot be read."""
+    try:
+        entry = json.loads(raw)
+        hypotheses = [Alternative(str(text), list(tokens), float(score)) for text, tokens, score in entry["h"]]
+        best = hypotheses[0]
+        flags, source_tokens = list(entry["flags"]), int(entry["source_tokens"])
+    except (ValueError, TypeError, KeyError, IndexError) as err:
+        log.warning("a translation memory entry cannot be read (%s): translating instead", err)
+        return None
+    return Translation(best.text, best.tokens, best.score, hypotheses, flags, source_tokens, reused=True)

@@ -52,7 +52,7 @@ from worker.documents import DEFAULT_BUDGET, DocumentResult, DocumentTranslator
 from worker.engine.search import DecodingOptions
 from worker.engine.translator import Translator
 from worker.faults import ChunkFault, EnvironmentFault, Fault, classify
-from worker.memory import Memory, job_memory
+from worker.memory import Memory, forget_job_memory, job_memory
 from worker.watchdog import record_ended, record_running
 
 log = logging.getLogger(__name__)
@@ -207,12 +207,12 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
     if storage.exists(job.key("_CANCELLED")):
         return "cancelled"
     documents = _documents(storage.read, job_id, chunk)
-    memory = job_memory(job.spec.get("memory_prefix") or output, job_id, job.spec.get("memory", "job"))
+    memory = job_memory(output, job_id, job.spec)
     rows = translate_rows(job, documents, deliveries, memory)
     if not storage.create(key, encode_rows(rows)):
         return "duplicate"  # another delivery wrote this part first; its content stands
-    if metrics.record_part(job_id, rows):  # the last part, or the cache cannot tell: storage decides
-        finalize(storage, job)
+    if metrics.record_part(job_id, rows) and finalize(storage, job) is not None:  # storage decides
+        forget_job_memory(output, job_id, job.spec)
     return "written"
 
 

@@ -93,7 +93,7 @@ def test_redis_memory_expires_stops_at_its_cap_and_clears_by_output(redis_url, m
     output = "s3://bucket/results[1]*"  # glob characters in the prefix must not clear other prefixes
     namespace = cache.memory_namespace(output, "job-1", "job")
     shared = cache.memory_namespace(output, "job-1", "shared")
-    other = cache.memory_namespace("s3://bucket/results[1]x", "job-2", "job")
+    other = cache.memory_namespace("s3://bucket/results1x", "job-2", "job")  # what the glob unescaped matches
     assert cache.memory_namespace(output, "job-1", "off") is None
     client.delete(namespace, shared, other)
     memory = RedisMemory(client, namespace, ttl=60, capacity=2)
@@ -118,6 +118,19 @@ def test_a_memory_whose_redis_is_gone_translates_all_the_same(artifacts) -> None
     options = translator.options(beam_size=1, max_new_tokens=16)
     out = translator.translate_batch([text, text], options, gone)
     assert [fresh(t) for t in out] == [translator.translate_batch([text], options)[0]] * 2
+    assert gone.failed  # and the rest of its chunk does not wait for that Redis again
+
+
+def test_an_entry_that_cannot_be_read_is_a_miss(artifacts) -> None:
+    translator = Translator(artifacts["opus-mt-en-zh"], precision="int8")
+    text = sample_sentences()[2]
+    options = translator.options(beam_size=1, max_new_tokens=16)
+    memory = LocalMemory()
+    translator.translate_batch([text], options, memory)
+    for damaged in ("{not json", '{"h": [], "flags": [], "source_tokens": 3}', '{"flags": []}'):
+        memory.put(dict.fromkeys(memory._entries, damaged))  # an older format, or a damaged write
+        (out,) = translator.translate_batch([text], options, memory)
+        assert not out.reused and out == translator.translate_batch([text], options)[0]
 
 
 def test_the_cli_with_memory_prints_what_it_prints_without_and_counts_the_reuse(demo_artifact, tmp_path) -> None:

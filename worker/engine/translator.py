@@ -127,8 +127,9 @@ class Translator:
 
     @property
     def identity(self) -> tuple[str, str, str]:
-        """What besides the text and the options decides a translation: artifact, precision, device."""
-        return self.artifact.artifact_id, self.precision, self.pool.device
+        """What besides the text and the options decides a translation: artifact, precision, and the
+        provider the sessions really run on (a CUDA request without CUDA runs on the CPU)."""
+        return self.artifact.artifact_id, self.precision, self.inference.decoder.get_providers()[0]
 
     def translate_batch(
         self, sentences: Sequence[str], options: DecodingOptions | None = None, memory: Memory | None = None

@@ -166,7 +166,9 @@ def _compare(
     where = f"{case}, model weights seed {seed}"
     power = 1.0 - options.get("length_penalty", 1.0)
     for i, (mine, tokens, text, score) in enumerate(zip(ours, theirs["tokens"], theirs["text"], theirs["scores"])):
-        if mine.tokens != tokens and _closest_cut(translator, texts[i], languages, beam_size=beams, **options) < TIE:
+        if mine.tokens != tokens and _tied(
+            translator, texts[i], languages, _diverge(mine.tokens, tokens), beams, options
+        ):
             continue
         assert (mine.tokens, mine.text) == (tokens, text), f"{where}, sentence {i}"
         tolerance = 1e-4 * max(1.0, len(mine.tokens) ** power)
@@ -179,18 +181,26 @@ def _compare(
 TIE = 1e-4  # two beam scores closer than this are the same score to float32 (as the score tolerance says)
 
 
-def _closest_cut(translator: Translator, text: str, languages: tuple[str | None, str | None], **options: Any) -> float:
-    """The smallest gap our beam search of ``text`` met between the last candidate it kept and the first
-    it dropped (the sentence alone: fp32 gives the same search in any batch)."""
-    gaps = [np.inf]
+def _tied(
+    translator: Translator, text: str, languages: tuple[str | None, str | None], at: int, beams: int, options: dict
+) -> bool:
+    """Whether our beam search of ``text`` (alone: fp32 gives the same search in any batch) cut between
+    two candidates closer than ``TIE`` at a step that could make the hypotheses differ from token ``at``
+    on: the step that chooses token t decides among prefixes of t + 1 tokens, so only steps >= ``at``."""
+    gaps: list[float] = []
 
     def recorded(scores: np.ndarray, k: int) -> np.ndarray:
-        gaps.append(cut_gap(scores, k))
+        gaps.append(cut_gap(scores, k))  # two cuts a step: the best 2K candidates, then the K that run on
         return top_k(scores, k)
 
     with mock.patch.object(search, "top_k", recorded):
-        _ours(translator, [text], languages, **options)
-    return min(gaps)
+        _ours(translator, [text], languages, beam_size=beams, **options)
+    return min(gaps[2 * at :], default=np.inf) < TIE
+
+
+def _diverge(a: list[int], b: list[int]) -> int:
+    """The first position where ``a`` and ``b`` differ."""
+    return next((n for n, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 def cut_gap(scores: np.ndarray, k: int) -> float:
