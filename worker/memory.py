@@ -2,15 +2,17 @@
 
 An entry is one engine input (a window of sentences, exactly as the model sees it: a retranslated
 sentence, a guard retry or the words inside markup are entries too) and its ``Translation``. Its key
-holds everything that changes the output: the artifact id, the precision and device that ran it, every
-decoding option (languages included) and the text. The document's format needs no place of its own:
-it changes the text the model sees, which is in the key. Reuse is exact because a sentence's
-translation does not depend on the batch it ran in (``tests/worker/engine/test_batch_invariance.py``);
-options whose limit is the batch's (``max_length_ratio``) are never remembered (``Translator``).
+holds everything that changes the output: the artifact id, the precision and execution provider that
+ran it, ONNX Runtime's version and the entry ``FORMAT``, every decoding option (languages included)
+and the text. The document's format needs no place of its own: it changes the text the model sees,
+which is in the key. Reuse is exact because on the CPU a sentence's translation does not depend on
+the batch it ran in (``tests/worker/engine/test_batch_invariance.py``); options whose limit is the
+batch's (``max_length_ratio``) are never remembered (``Translator``).
 
-Nothing here is needed for correctness: a memory that loses entries, or cannot be reached, costs time
-only. Scopes (a job spec's ``memory``, ``job_memory``): ``off``; ``job`` (every chunk and worker of
-one job, the default); ``shared`` (every job under the same output prefix). Both live in Redis
+Nothing here is needed for correctness: a memory that loses entries, holds a damaged one, or cannot be
+reached costs time only. Scopes (a job spec's ``memory``, ``job_memory``): ``off``; ``job`` (every
+chunk and worker of one job, the default; freed when the job ends); ``shared`` (every job under the
+spec's ``memory_prefix``, by default its output). Both live in Redis
 (``RedisMemory``), cleared with ``python -m jobs memory clear``; the worker CLI's ``--memory`` keeps
 one in the process (``LocalMemory``).
 """
