@@ -25,8 +25,8 @@ REQUEUE_LOCK = "fanyi:requeue:{chunk}"  # one watchdog requeues an orphan, not e
 CHUNK_KEY = "fanyi:chunk:{job}:{chunk}"  # hash: a chunk's deliveries (running, deaths, strikes:<doc>, ...)
 LEASE_KEY = "fanyi:delivery:{delivery}"  # present while that delivery's process is alive
 SCHEDULE_RUN_KEY = "fanyi:schedule:{name}:{date}"  # the job id a scheduled run submitted (kept 7 days)
-MEMORY_KEY = "fanyi:memory:{output}|{scope}"  # hash: a translation memory (scope: a job id, or "shared")
 SCHEDULE_LAST_KEY = "fanyi:schedule:{name}:last"  # "<job id> <output>" of a schedule's latest run
+MEMORY_KEY = "fanyi:memory:{output}|{scope}"  # hash: a translation memory (scope: a job id, or "shared")
 
 
 @functools.cache

@@ -82,7 +82,7 @@ class JobStatus:
     sentence_flags: dict[str, int] = field(default_factory=dict)  # sentences per flag (retried, empty, ...)
     failed_chunks: dict[str, str] = field(default_factory=dict)  # chunk -> why it could not be done
     windows: int = 0  # engine inputs of the documents written
-    reused_windows: int = 0  # of them, taken from the translation memory
+    reused_windows: int = 0  # of them, reused: from the translation memory, or a copy in the same engine call
 
     @property
     def reuse_rate(self) -> float:
