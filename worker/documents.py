@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import accumulate, pairwise
 
 from contract import settings
 from worker.engine.search import DecodingOptions
@@ -136,11 +137,9 @@ class DocumentTranslator:
                     for p in pieces
                 ]
         counts = [self._count(s.text) for s in sentences]
-        starts = _paragraph_starts(clean, units, self.format)
+        paragraph = _paragraphs(clean, units, self.format)
         breaks = [
-            i
-            for i in range(1, len(sentences))
-            if any(n in starts for n in range(sentences[i - 1].line + 1, sentences[i].line + 1))
+            i for i in range(1, len(sentences)) if paragraph[sentences[i].line] != paragraph[sentences[i - 1].line]
         ]
         windows = plan_windows(doc_id, counts, budget=self.budget, overlap=self.overlap, breaks=breaks)
         tokens = sum(sum(counts[w.start : w.end]) for w in windows)
@@ -315,11 +314,10 @@ def _copy_untranslatable(plans: list[_Plan]) -> None:
                 plan.sentence_flags[i] = (plan.sentence_flags[i] - {"code"}) | {"copied"}
 
 
-def _paragraph_starts(text: str, units: list[Unit], fmt: str) -> set[int]:
-    """Units that start a paragraph: after a blank line, or every one in HTML (units are its blocks)."""
-    return {
-        n for n in range(1, len(units)) if fmt == "html" or _BLANK_LINE.search(text, units[n - 1].end, units[n].start)
-    }
+def _paragraphs(text: str, units: list[Unit], fmt: str) -> list[int]:
+    """Each unit's paragraph number: a new one after a blank line, or at every unit in HTML (its blocks)."""
+    starts = (fmt == "html" or bool(_BLANK_LINE.search(text, a.end, b.start)) for a, b in pairwise(units))
+    return list(accumulate(starts, initial=0))
 
 
 def _window_text(plan: _Plan, window: Window) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -125,7 +126,7 @@ class Translator:
             options.source_language, options.target_language, options.source_prefix, require_target=require_target
         )
 
-    @property
+    @functools.cached_property
     def identity(self) -> tuple[str, str, str]:
         """What besides the text and the options decides a translation: artifact, precision, and the
         provider the sessions really run on (a CUDA request without CUDA runs on the CPU)."""
