@@ -113,15 +113,20 @@ class Reference:
     def _scores(self, out: Any, tokens: list[list[int]], options: dict[str, Any]) -> list[float]:
         if options.get("num_beams", 1) > 1:
             return list(out.sequences_scores.tolist())
-        # Greedy: the (renormalized) log-probability of each chosen token; a forced token counts 0.
-        processed = torch.stack(out.scores, dim=1)  # (batch, steps, V) after the logits processors
-        logprobs = processed if self.renormalize else torch.stack(out.logits, dim=1).log_softmax(-1)
-        forced = torch.isfinite(processed).sum(-1) == 1
+        # Greedy: the (renormalized) log-probability of each chosen token; a forced token counts 0. Step by
+        # step: the steps stacked would be (batch, steps, V) copies of up to 170 MB.
+        chosen = out.sequences[:, 1:]
+        logprobs = torch.zeros(chosen.shape, dtype=torch.float64)
+        for t, processed in enumerate(out.scores):  # (batch, V) after the logits processors
+            token = chosen[:, t : t + 1]
+            if self.renormalize:
+                logprob = processed.gather(1, token)[:, 0]
+            else:
+                logprob = out.logits[t].gather(1, token)[:, 0] - out.logits[t].logsumexp(-1)
+            forced = torch.isfinite(processed).sum(-1) == 1
+            logprobs[:, t] = torch.where(forced, 0.0, logprob)
         penalty = options.get("length_penalty", 1.0)
-        return [
-            float(sum(0.0 if forced[b, t] else logprobs[b, t, tok] for t, tok in enumerate(seq)) / len(seq) ** penalty)
-            for b, seq in enumerate(tokens)
-        ]
+        return [float(logprobs[b, : len(seq)].sum()) / len(seq) ** penalty for b, seq in enumerate(tokens)]
 
 
 def _until(row: list[int], eos: int) -> list[int]:
