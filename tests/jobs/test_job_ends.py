@@ -95,7 +95,9 @@ def test_a_killed_workers_chunk_is_back_in_seconds_and_no_document_is_poison(
 ):
     victim = workers()
     workers()
-    job_id = submit(tmp_path, services, demo_artifact, 200, chunk_documents=50)  # 4 chunks of a few seconds
+    # 4 chunks of a few seconds each. Without the memory: the corpus repeats its texts, and chunks made of
+    # remembered windows end in less than a poll of ``running``.
+    job_id = submit(tmp_path, services, demo_artifact, 200, chunk_documents=50, memory="off")
     cache = redis.Redis.from_url(services["redis"])
     running = lambda: [f.decode() for f, v in cache.hgetall("fanyi:running").items() if victim.name in v.decode()]
     fields = wait_for(running, 60, "the victim to start a chunk")
