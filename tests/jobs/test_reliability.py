@@ -48,10 +48,11 @@ def test_a_lost_progress_cache_still_ends_with_success(tmp_path, services, demo_
 
 def test_killed_worker_loses_no_document(tmp_path, services, demo_artifact, workers):
     first = workers(concurrency=1)
-    job_id = submit(tmp_path, services, demo_artifact, 200)
+    job_id = submit(tmp_path, services, demo_artifact, 200, memory="off")  # 10 chunks of a second or so
     storage = open_storage(services["output"])
     wait_for(lambda: storage.exists(part_key(job_id, 1)), 120, "two parts")
     first.kill()  # mid-job: its current chunk is unacknowledged, the rest still queued
+    assert len(storage.list(f"{job_id}/parts")) < 10, "the job ended before the kill: nothing was tested"
     workers(concurrency=1)
     status = wait(job_id, services)
     assert status["state"] == "succeeded"
@@ -120,10 +121,11 @@ def test_restarted_redis_loses_no_document(tmp_path, services, demo_artifact, wo
         env = {**services["env"], "FANYI_BROKER_URL": server.url}
         services = {**services, "env": env}
         workers(concurrency=1, FANYI_BROKER_URL=server.url)
-        job_id = submit(tmp_path, services, demo_artifact, 200)
+        job_id = submit(tmp_path, services, demo_artifact, 200, memory="off")  # 10 chunks of a second or so
         storage = open_storage(services["output"])
         wait_for(lambda: storage.exists(part_key(job_id, 0)), 120, "a first part")
         server.restart()
+        assert len(storage.list(f"{job_id}/parts")) < 10, "the job ended before the restart: nothing was tested"
         resumed = jobs_cli("resume", job_id, "--output", services["output"], env=env)  # the queue is gone
         assert resumed.returncode == 0, resumed.stderr
         status = wait(job_id, services)
