@@ -76,3 +76,29 @@ def test_pieces_only_the_source_side_knows_decode_as_transformers_does(pairs) ->
     text = ours.decode(ids)
     assert text == theirs.batch_decode([ids], skip_special_tokens=True)[0]
     assert "\u2581" not in text and " " in text
+
+
+def test_a_process_loads_a_tokenizer_once_and_new_files_at_the_same_path_anew(artifacts, tmp_path: Path) -> None:
+    """An artifact rebuilt in place with other tokenizer files (here: two pieces' ids swapped) is not
+    served the tokenizer loaded before."""
+    import json
+    import shutil
+
+    from worker.artifact import MANIFEST, file_entries
+
+    folder = Path(shutil.copytree(artifacts["opus-mt-en-zh"], tmp_path / "artifact"))
+    first = Tokenizer.from_artifact(Artifact.load(folder))
+    assert Tokenizer.from_artifact(Artifact.load(folder)) is first
+    text = "Tom has 3 apples."
+    ids = first.encode(text)
+    vocab_file = folder / "tokenizer" / "vocab.json"
+    vocab = json.loads(vocab_file.read_text(encoding="utf-8"))
+    pieces = {i: piece for piece, i in vocab.items()}
+    a, b = pieces[ids[0]], pieces[ids[1]]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    vocab_file.write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    manifest = json.loads((folder / MANIFEST).read_text())
+    manifest["files"] = file_entries(folder)
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    second = Tokenizer.from_artifact(Artifact.load(folder))
+    assert second.encode(text)[:2] == [ids[1], ids[0]]
