@@ -16,9 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from export_tools import verify
-from export_tools.build import build
-from export_tools.fixtures.like import build_like
 from export_tools.fixtures.names import LIKE
 from tests.services import RedisServer, S3Server, redis_answers
 from tests.shared import ARTIFACT_PRECISIONS, WORKER_NUMBER, Lazy, once, run_folder
@@ -58,6 +55,8 @@ def model_seed() -> int:
 def tiny_models(tmp_path_factory: pytest.TempPathFactory, model_seed: int) -> Mapping[str, Path]:
     """The six real-like models (``export_tools/fixtures/names.py``), keyed by the real model's name;
     each built on first use, once per run."""
+    from export_tools.fixtures.like import build_like  # torch: not in the process that only hands out tests
+
     root = run_folder(tmp_path_factory) / "like"
     return Lazy(LIKE, lambda name: once(root / name, lambda out: build_like(name, out, seed=model_seed)))
 
@@ -68,6 +67,9 @@ def artifacts(tiny_models: Mapping[str, Path], tmp_path_factory: pytest.TempPath
     built on first use, once per run. A failed check does not stop the build here: the tests of
     tests/export_tools/test_build.py read the report and fail for the check that failed, instead of
     every test that uses an artifact erroring in this fixture."""
+    from export_tools import verify
+    from export_tools.build import build
+
     root = run_folder(tmp_path_factory) / "artifacts"
 
     def make(name: str) -> Path:
@@ -85,6 +87,8 @@ def artifacts(tiny_models: Mapping[str, Path], tmp_path_factory: pytest.TempPath
 
 def _reported(source: object, root: Path) -> None:
     """Run every check and keep its report (``report.json``), whatever it says."""
+    from export_tools import verify
+
     try:
         verify.run(root, source)
     except verify.VerificationError:
