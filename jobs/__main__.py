@@ -47,8 +47,8 @@ def parser() -> argparse.ArgumentParser:
         verb = sub.add_parser(name, help=text)
         verb.add_argument("job_id")
         verb.add_argument("--output", help="the job's output prefix (default: FANYI_OUTPUT or the Redis registry)")
-        if name == "status":
-            verb.add_argument("--json", action="store_true", help="print the status as JSON")
+        if name in ("status", "wait"):
+            verb.add_argument("--json", action="store_true", help="print the (final) status as JSON")
         if name == "wait":
             verb.add_argument("--timeout", type=float, help="give up after this many seconds (exit 3)")
         if name == "resume":
@@ -73,13 +73,13 @@ def run(args: argparse.Namespace) -> int:
         announce = lambda job_id: print(job_id, flush=True)
         say = lambda line: print(line, file=sys.stderr, flush=True)
         job_id = api.submit(spec, job_id=args.job_id, on_job=announce, on_progress=say)
-        return _wait(job_id, spec.resolved().output, None) if args.wait else 0
+        return _wait(job_id, spec.resolved().output, None, as_json=False) if args.wait else 0
     if args.command == "status":
         s = api.status(args.job_id, args.output)
         print(api.as_json(s) if args.json else f"{api.progress_line(s)}\n{api.report(s)}")
         return 0
     if args.command == "wait":
-        return _wait(args.job_id, args.output, args.timeout)
+        return _wait(args.job_id, args.output, args.timeout, as_json=args.json)
     if args.command == "list":
         for s in api.jobs(args.output):
             print(f"{s.id}  {s.state:21}  {api.progress_line(s)}")
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wait(job_id: str, output: str | None, timeout: float | None) -> int:
+def _wait(job_id: str, output: str | None, timeout: float | None, *, as_json: bool) -> int:
     from jobs import api
 
     try:
@@ -111,7 +111,7 @@ def _wait(job_id: str, output: str | None, timeout: float | None) -> int:
     except TimeoutError as err:
         print(f"error: {err}", file=sys.stderr)
         return 3
-    print(api.report(s))
+    print(api.as_json(s) if as_json else api.report(s))
     return EXIT.get(s.state, 1)
 
 

@@ -102,12 +102,11 @@ def submit(tmp_path, services, demo_artifact, count: int, **extra) -> str:
 
 
 def wait(job_id: str, services, timeout: float = 240, exit_code: int = 0) -> dict:
-    """``jobs wait`` until the job ends (exit 0: succeeded; 4: completed with errors), then its status."""
-    command = ("wait", job_id, "--output", services["output"], "--timeout", str(timeout))
+    """``jobs wait --json`` until the job ends (exit 0: succeeded; 4: completed with errors): its final status."""
+    command = ("wait", job_id, "--output", services["output"], "--timeout", str(timeout), "--json")
     result = jobs_cli(*command, env=services["env"], timeout=timeout + 60)  # jobs wait's own limit ends it first
     assert result.returncode == exit_code, result.stdout + result.stderr
-    status = jobs_cli("status", job_id, "--output", services["output"], "--json", env=services["env"])
-    return json.loads(status.stdout)
+    return json.loads(result.stdout)
 
 
 def assert_each_id_once(rows: list[dict], count: int) -> None:

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from contract.storage import open_storage
-from tests.jobs.conftest import jobs_cli, output_rows, spec
+from tests.jobs.conftest import jobs_cli, output_rows, spec, wait
 
 
 def _bad_inputs(tmp_path) -> tuple[list[str], dict[str, str]]:
@@ -42,11 +42,7 @@ def test_bad_rows_become_error_rows_and_the_job_runs(tmp_path, services, demo_ar
     assert "6 bad rows kept as error rows" in submitted.stderr
     job_id = submitted.stdout.strip()
     workers()
-    finished = jobs_cli("wait", job_id, "--output", services["output"], "--timeout", "240", env=services["env"])
-    assert finished.returncode == 4, finished.stdout + finished.stderr  # completed with errors: the bad rows
-    status = json.loads(
-        jobs_cli("status", job_id, "--output", services["output"], "--json", env=services["env"]).stdout
-    )
+    status = wait(job_id, services, exit_code=4)  # completed with errors: the bad rows
     assert (status["state"], status["documents"], status["done"], status["errors"]) == (
         "completed_with_errors",
         9,
