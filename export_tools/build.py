@@ -25,8 +25,9 @@ from contract.storage import UMASK
 from export_tools import architectures, calibration, precision, tokenization
 from export_tools.architectures import Architecture, ExportError
 from export_tools.export import OPSET, export_fp32, layer_shape, reorder_graph
+from export_tools.request import check_request
 from export_tools.weights import save_shared
-from worker.artifact import ARTIFACT_FORMAT, MANIFEST, PRECISIONS, file_entries, sha256_file
+from worker.artifact import ARTIFACT_FORMAT, MANIFEST, file_entries, sha256_file
 
 
 def say(message: str) -> None:
@@ -222,19 +223,7 @@ def build(
     ``verify(source, tmp_dir) -> report`` runs before the rename; it raises to refuse the artifact.
     ``calibration_set``: source sentences that int8-static's activation ranges are calibrated on.
     """
-    unknown = [p for p in precisions if p not in PRECISIONS]
-    if unknown or "fp32" not in precisions:
-        raise ExportError(
-            f"--precision takes fp32 (always needed, the reference) plus any of int8, int8-static, fp16; "
-            f"got {list(precisions)}"
-        )
-    if "int8-static" in precisions and not calibration_set:
-        raise ExportError(
-            "int8-static needs --calibration-set FILE: a few hundred source sentences like those you will "
-            'translate (a sample of the corpus, or the dev set\'s sources), one per line or JSONL with "source"'
-        )
-    if out.exists() and not force:
-        raise ExportError(f"{out} already exists: choose another --out or pass --force to replace it")
+    check_request(src, out, precisions, calibration_set, force=force)
     say(f"loading {src}")
     source = load_source(src, revision)
     out.parent.mkdir(parents=True, exist_ok=True)

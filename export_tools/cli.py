@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from export_tools import architectures
 from export_tools.architectures import SUPPORTED, ExportError
 from export_tools.fixtures.names import LIKE
+from export_tools.request import check_request
 from worker.artifact import PRECISIONS, ArtifactError
 
 DEMO_CHECKPOINT = Path(__file__).parent / "fixtures" / "demo_model"
@@ -40,12 +40,11 @@ def _verifier(args: argparse.Namespace) -> Callable[[Any, Path], None]:
 
 
 def cmd_build(args: argparse.Namespace, calibration_set: list[str] | None = None) -> None:
-    if Path(args.src).exists():  # refused before the seconds torch takes to import
-        architectures.local_architecture(Path(args.src))
-    from export_tools.build import build
-
     if calibration_set is None:
         calibration_set = _read_calibration_set(args.calibration_set) if args.calibration_set else []
+    check_request(args.src, Path(args.out), args.precision, calibration_set, force=args.force)
+    from export_tools.build import build
+
     build(
         args.src,
         Path(args.out),

@@ -61,12 +61,14 @@ def test_tokenizer_of_another_model_is_refused(tiny_models, tmp_path: Path) -> N
     assert_refused(src, tmp_path / "out", "belongs to another model")
 
 
-@pytest.mark.parametrize("precisions", [["int8"], ["fp32", "bf16"]])
-def test_precision_list_needs_fp32_and_known_names(tiny_models, tmp_path: Path, precisions: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("precisions", "says"), [(["int8"], "fp32 (always needed"), (["fp32", "bf16"], "invalid choice: 'bf16'")]
+)
+def test_precision_list_needs_fp32_and_known_names(tiny_models, tmp_path: Path, precisions: list[str], says) -> None:
     result = run_cli(
         "build", str(tiny_models["opus-mt-en-zh"]), "--out", str(tmp_path / "o"), "--precision", *precisions
     )
-    assert result.returncode != 0
+    assert result.returncode != 0 and says in result.stderr, result.stderr
     assert not (tmp_path / "o").exists()
 
 
