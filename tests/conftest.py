@@ -24,10 +24,11 @@ from tests.shared import ARTIFACT_PRECISIONS, WORKER_NUMBER, Lazy, once, run_fol
 SYSTEM_REDIS = f"redis://127.0.0.1:6379/{11 + (WORKER_NUMBER or 0)}"
 # Drawn once: the test processes xdist starts inherit it from the environment of the one that starts them.
 MODEL_SEED = int(os.environ.setdefault("FANYI_TEST_SEED", str(secrets.randbelow(2**31))))
-# For the processes started from here (xdist's, the CLIs'): keep freed memory in the heap. Each step of
-# ``generate`` allocates and frees tensors of the vocabulary's size (18-36 MB at batch 7, beam 5); glibc
-# hands blocks that large back to the kernel at once, and every next one costs freshly zeroed pages: a third
-# of the reference's time went to page faults.
+# For the processes started from here (xdist's, the CLIs', the workers'): keep freed memory in the heap.
+# Each step of ``generate`` allocates and frees tensors of the vocabulary's size (18-29 MB at 7 sentences,
+# beams 4-5); glibc hands blocks that large back to the kernel at once, and every next one costs freshly
+# zeroed pages: a third of the reference's time went to page faults. 32 MiB is the largest threshold glibc
+# takes; the heaps then stay at their peak, which costs memory, not correctness.
 HEAP = {"MALLOC_MMAP_THRESHOLD_": 32 << 20, "MALLOC_TRIM_THRESHOLD_": 16 << 30, "MALLOC_TOP_PAD_": 256 << 20}
 for _name, _value in HEAP.items():
     os.environ.setdefault(_name, str(_value))
