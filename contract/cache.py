@@ -92,6 +92,7 @@ def record_ended(job_id: str, ended: bool = True) -> None:
 
 
 MEMORY_SCOPES = ("off", "job", "shared")  # a job spec's ``memory``
+MEMORY_DEFAULT = "job"  # a spec that names none (and jobs submitted before the memory existed)
 
 
 def memory_namespace(output: str, job_id: str, scope: str, shared_prefix: str | None = None) -> str | None:

@@ -97,7 +97,7 @@ class JobSpec:
     on_bad_row: str = "error_row"
     # Windows translated once and reused (worker/memory.py): within the job, across the jobs under the
     # same output (nightly runs over overlapping corpora), or never. Outputs are the same either way.
-    memory: str = "job"
+    memory: str = cache.MEMORY_DEFAULT
     # Where ``shared`` memory lives: its ``output`` unless named. A scheduled run writes under
     # ``<output>/<date>`` and keeps its schedule's ``output`` here, so every night shares one memory.
     memory_prefix: str | None = None

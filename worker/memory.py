@@ -129,7 +129,8 @@ class RedisMemory(Memory):
 def job_memory(output: str, job_id: str, spec: Mapping[str, Any]) -> Memory | None:
     """The memory a job's chunks share, by its spec's ``memory`` scope (and ``memory_prefix``); None when
     it is ``off``."""
-    namespace = cache.memory_namespace(output, job_id, spec.get("memory", "job"), spec.get("memory_prefix"))
+    scope = spec.get("memory", cache.MEMORY_DEFAULT)
+    namespace = cache.memory_namespace(output, job_id, scope, spec.get("memory_prefix"))
     if namespace is None:
         return None
     return RedisMemory(cache.cache(), namespace, ttl=settings.MEMORY_TTL, capacity=settings.MEMORY_ENTRIES)
@@ -139,7 +140,7 @@ def forget_job_memory(output: str, job_id: str, spec: Mapping[str, Any]) -> None
     """Free an ended job's own memory now rather than after its TTL (a shared one stays for later jobs)."""
     import redis
 
-    if spec.get("memory", "job") != "job":
+    if spec.get("memory", cache.MEMORY_DEFAULT) != "job":
         return
     try:
         cache.clear_memory(output, job_id)

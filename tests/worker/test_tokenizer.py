@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ from hypothesis import strategies as st
 
 from export_tools.fixtures.names import LIKE
 from tests.shared import Lazy
-from worker.artifact import Artifact
+from worker.artifact import MANIFEST, Artifact, file_entries
 from worker.tokenizer import Tokenizer
 
 # Text as users send it: any script, digits, punctuation, emoji, spaces at the ends, markup, the
@@ -81,11 +83,6 @@ def test_pieces_only_the_source_side_knows_decode_as_transformers_does(pairs) ->
 def test_a_process_loads_a_tokenizer_once_and_new_files_at_the_same_path_anew(artifacts, tmp_path: Path) -> None:
     """An artifact rebuilt in place with other tokenizer files (here: two pieces' ids swapped) is not
     served the tokenizer loaded before."""
-    import json
-    import shutil
-
-    from worker.artifact import MANIFEST, file_entries
-
     folder = Path(shutil.copytree(artifacts["opus-mt-en-zh"], tmp_path / "artifact"))
     first = Tokenizer.from_artifact(Artifact.load(folder))
     assert Tokenizer.from_artifact(Artifact.load(folder)) is first
