@@ -24,7 +24,7 @@ import onnx
 from contract.storage import UMASK
 from export_tools import architectures, calibration, precision, tokenization
 from export_tools.architectures import Architecture, ExportError
-from export_tools.export import OPSET, export_fp32, layer_shape, reorder_graph
+from export_tools.export import OPSET, export_fp32, layer_shape, select_graph
 from export_tools.request import check_request
 from export_tools.weights import save_shared
 from worker.artifact import ARTIFACT_FORMAT, MANIFEST, file_entries, sha256_file
@@ -138,7 +138,7 @@ def write_precisions(
                 "encoder": precision.to_fp16(fp32["encoder"], []),
                 "decoder": precision.to_fp16(fp32["decoder"], precision.FP32_DECODER_IO),
             }
-        models["reorder"] = reorder_graph(models["decoder"])
+        models["select"] = select_graph(models["decoder"])
         io = {k: _graph_io(m) for k, m in models.items()}
         ops = {k: precision.quantization_summary(m) for k, m in models.items()}
         sizes = save_shared(models, root / name)

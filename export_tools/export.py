@@ -27,25 +27,23 @@ def layer_shape(model: Any) -> tuple[int, int, int]:
     return c.decoder_layers, c.decoder_attention_heads, c.d_model // c.decoder_attention_heads
 
 
-def reorder_graph(decoder: onnx.ModelProto) -> onnx.ModelProto:
-    """``rows (M,), past.* (N, H, P, D) -> reordered.* (M, H, P, D)``: beam reordering on the device (the
-    worker also feeds it the cross-attention K/V, of the same rank and type, to drop finished sentences).
-
-    The worker runs it under IO binding (the default, and always on CUDA), so the self-attention
-    cache never leaves the sessions' device when beams move; without IO binding numpy indexing does.
-    """
+def select_graph(decoder: onnx.ModelProto) -> onnx.ModelProto:
+    """``rows (M,), cross.* (B, H, S, D) -> kept.* (M, H, S, D)``: the cross-attention K/V of the sentences
+    still searched, cut on the device when others finish. The worker runs it under IO binding (the
+    default, and always on CUDA), so those K/V never leave the sessions' device; without IO binding numpy
+    indexing does it."""
     from onnx import helper
 
-    past = [i for i in decoder.graph.input if i.name.startswith("past.")]
-    dims = ["rows", "heads", "past", "head_size"]
+    cross = [i for i in decoder.graph.input if i.name.startswith("cross.")]
+    dims = ["sentences", "heads", "source", "head_size"]
     nodes, inputs, outputs = [], [helper.make_tensor_value_info("rows", onnx.TensorProto.INT64, ["kept"])], []
-    for value in past:
+    for value in cross:
         elem = value.type.tensor_type.elem_type
-        out = value.name.replace("past.", "reordered.", 1)
+        out = value.name.replace("cross.", "kept.", 1)
         inputs.append(helper.make_tensor_value_info(value.name, elem, dims))
         outputs.append(helper.make_tensor_value_info(out, elem, ["kept", *dims[1:]]))
         nodes.append(helper.make_node("Gather", [value.name, "rows"], [out], axis=0))
-    graph = helper.make_graph(nodes, "reorder", inputs, outputs)
+    graph = helper.make_graph(nodes, "select", inputs, outputs)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
 
 
@@ -74,7 +72,7 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
     ids = torch.full((batch, source), 5, dtype=torch.long)
     mask = torch.ones_like(ids)
     cross = cache_names(layers, "cross")
-    past, present = cache_names(layers, "past"), cache_names(layers, "present")
+    past, present = cache_names(layers, "cache"), cache_names(layers, "new")  # the slot cache; the step's K/V
 
     directory.mkdir(parents=True, exist_ok=True)
     enc_axes = {"input_ids": {0: "batch", 1: "source"}, "attention_mask": {0: "batch", 1: "source"}}
@@ -89,17 +87,21 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
     )
 
     cross_kv = [torch.randn(batch, heads, source, head) for _ in cross]
-    past_kv = [torch.randn(batch * beams, heads, 3, head) for _ in past]
-    step = torch.full((batch * beams, 1), 5, dtype=torch.long)
+    rows, capacity = batch * beams, 4
+    past_kv = [torch.randn(heads, capacity, rows, head) for _ in past]
+    cache_index = torch.tensor([[0, 5, 9], [1, 4, 10], [2, 7, 8], [3, 6, 11]], dtype=torch.long)  # (rows, 3 past)
+    step = torch.full((rows, 1), 5, dtype=torch.long)
     slots = torch.zeros(6, dtype=torch.long)
     banned_ids = torch.zeros((batch * beams, 2), dtype=torch.long)
     banned_values = torch.zeros((batch * beams, 2), dtype=torch.float32)
-    dec_inputs = ["input_ids", "encoder_attention_mask", "top_k_slots", "banned_ids", "banned_values", *cross, *past]
+    dec_inputs = ["input_ids", "encoder_attention_mask", "top_k_slots", "banned_ids", "banned_values", "cache_index"]
+    dec_inputs += [*cross, *past]
     dec_axes = {"input_ids": {0: "rows", 1: "new"}, "encoder_attention_mask": {0: "batch", 1: "source"}}
     dec_axes |= {"banned_ids": {0: "rows", 1: "banned"}, "banned_values": {0: "rows", 1: "banned"}}
     dec_axes |= {n: {0: "batch", 2: "source"} for n in cross}
-    dec_axes |= {n: {0: "rows", 2: "past"} for n in past}
-    dec_axes |= {n: {0: "rows", 2: "total"} for n in present}
+    dec_axes |= {"cache_index": {0: "rows", 1: "past"}}
+    dec_axes |= {n: {1: "capacity", 2: "slots"} for n in past}
+    dec_axes |= {n: {1: "new", 2: "rows"} for n in present}
     dec_axes |= {
         "logits": {0: "rows"},
         "top_k_slots": {0: "k"},
@@ -109,7 +111,7 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
     }
     _trace(
         graphs.DecoderGraph(parts).eval(),
-        (step, mask, slots, banned_ids, banned_values, *cross_kv, *past_kv),
+        (step, mask, slots, banned_ids, banned_values, cache_index, *cross_kv, *past_kv),
         directory / "decoder.onnx",
         dec_inputs,
         ["logits", "top_logprobs", "top_ids", "log_mass", *present],

@@ -12,13 +12,19 @@ and we want a graph shape that suits beam search.
   queries are regrouped per sentence, so cross K/V are never copied per beam.
 
 Shapes (N = batch * beams, T new tokens, P past length, S source length, H heads, D head size,
-K candidates, M banned ids per row)::
+K candidates, M banned ids per row, C cache positions >= P, R cache slots >= N)::
 
     decoder inputs : input_ids (N, T), encoder_attention_mask (B, S), top_k_slots (K,),
-                     banned_ids (N, M), banned_values (N, M),
-                     cross.{i}.key / .value (B, H, S, D), past.{i}.key / .value (N, H, P, D)
+                     banned_ids (N, M), banned_values (N, M), cache_index (N, P),
+                     cross.{i}.key / .value (B, H, S, D), cache.{i}.key / .value (H, C, R, D)
     decoder outputs: logits (N, V) for the last new token, top_logprobs (N, K), top_ids (N, K),
-                     log_mass (N, 1), present.{i}.key / .value (N, H, P+T, D)
+                     log_mass (N, 1), new.{i}.key / .value (H, T, N, D)
+
+The self-attention cache is the worker's (``worker/engine/inference.py``, ``SlotCache``): it writes
+each step's ``new`` K/V into its buffers in place, and the graph reads row n's past through
+``cache_index`` (``past_keys``), so beams that move copy nothing and no step returns a whole cache.
+Attention takes the past and the new tokens apart (one softmax over both), so the cache is never
+concatenated either.
 
 The search's bans (suppressed ids, EOS before the minimum length, repeated n-grams) reach the graph
 as ``banned_values`` (-inf, or 0 for padding) added at ``banned_ids`` to the log-probabilities, so
@@ -97,6 +103,14 @@ def attend_per_sentence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias:
     return out.reshape(b, heads, -1, t, d).transpose(1, 2).reshape(n, heads, t, d)
 
 
+def past_keys(cache: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Each row's past K or V from the slot cache ``(H, C, R, D)`` (position p of slot r at ``p * R + r``
+    of its flattened middle axes): ``index (N, P)`` says where row n's ancestor left position p.
+    -> ``(H, N, P, D)``. A beam that moves changes its row of ``index``; the cache is never copied."""
+    heads, _, _, size = cache.shape
+    return cache.reshape(int(heads), -1, int(size))[:, index]  # H and D are fixed: no shape arithmetic
+
+
 def padding_bias(mask: torch.Tensor) -> torch.Tensor:
     """(B, S) 1/0 mask -> (B, 1, 1, S) additive bias."""
     return ((1.0 - mask.to(torch.float32)) * MASK_VALUE)[:, None, None, :]
@@ -121,10 +135,19 @@ class Projections(nn.Module):
         q, k, v = (_heads(p(h), self.heads) for p in (self.q, self.k, self.v))
         return self.o(_merge(attend(q, k, v, bias, self.scale)))
 
-    def cached_self_attention(self, h, past_k, past_v, bias):
-        q, k, v = (_heads(p(h), self.heads) for p in (self.q, self.k, self.v))
-        k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
-        return self.o(_merge(attend(q, k, v, bias, self.scale))), k, v
+    def cached_self_attention(self, h, cache_k, cache_v, index, bias):
+        """Self-attention of the new tokens over their past, read from the slot cache (``past_keys``), and
+        over themselves; returns the output and the new tokens' K/V ``(H, T, N, D)`` for the worker to
+        write into the cache. Heads lead the batch dimensions, so the gathered past is never transposed."""
+        q, k, v = (_heads(p(h), self.heads).transpose(0, 1) for p in (self.q, self.k, self.v))  # (H, N, T, D)
+        past_k, past_v = past_keys(cache_k, index), past_keys(cache_v, index)  # (H, N, P, D)
+        scores = torch.cat([torch.matmul(q, past_k.transpose(2, 3)), torch.matmul(q, k.transpose(2, 3))], dim=-1)
+        if self.scale != 1.0:
+            scores = scores * self.scale
+        weights = torch.softmax(scores + bias.transpose(0, 1), dim=-1)
+        past_len = index.shape[1]
+        out = torch.matmul(weights[..., :past_len], past_v) + torch.matmul(weights[..., past_len:], v)
+        return self.o(_merge(out.transpose(0, 1))), k.transpose(1, 2), v.transpose(1, 2)
 
     def cross_kv(self, encoded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return _heads(self.k(encoded), self.heads), _heads(self.v(encoded), self.heads)
@@ -174,7 +197,7 @@ class BartLayers(nn.Module):
             h = self._block(h, layer.final_layer_norm, self._ffn(layer))
         return self.encoder.layer_norm(h) if self.pre_norm else h
 
-    def decode(self, h, bias, cross_bias, cross, past, past_len):
+    def decode(self, h, bias, cross_bias, cross, past, cache_index):
         if self.dec_embedding_norm is not None:
             h = self.dec_embedding_norm(h)
         present = []
@@ -182,7 +205,7 @@ class BartLayers(nn.Module):
             kv: list[torch.Tensor] = []
 
             def self_attn(x, i=i, kv=kv):
-                out, k, v = self.dec_self[i].cached_self_attention(x, past[2 * i], past[2 * i + 1], bias)
+                out, k, v = self.dec_self[i].cached_self_attention(x, past[2 * i], past[2 * i + 1], cache_index, bias)
                 kv += [k, v]
                 return out
 
@@ -265,15 +288,15 @@ class T5Layers(nn.Module):
             h = block.layer[-1](h)
         return self.encoder.final_layer_norm(h)
 
-    def decode(self, h, causal, cross_bias, cross, past, past_len):
-        new = h.shape[1]
+    def decode(self, h, causal, cross_bias, cross, past, cache_index):
+        new, past_len = h.shape[1], cache_index.shape[1]
         queries = torch.arange(new) + past_len
         keys = torch.arange(past_len + new)
         bias = self.position_bias(self.dec_bias, queries, keys, False) + causal
         present = []
         for i, block in enumerate(self.decoder.block):
             out, k, v = self.dec_self[i].cached_self_attention(
-                block.layer[0].layer_norm(h), past[2 * i], past[2 * i + 1], bias
+                block.layer[0].layer_norm(h), past[2 * i], past[2 * i + 1], cache_index, bias
             )
             h = h + out
             h = h + self.dec_cross[i].cross_attention(
@@ -314,6 +337,7 @@ class DecoderGraph(nn.Module):
         top_k_slots: torch.Tensor,
         banned_ids: torch.Tensor,
         banned_values: torch.Tensor,
+        cache_index: torch.Tensor,
         *caches,
     ):
         """``top_k_slots``: only its length k matters; the graph returns the k best log-probabilities per row
@@ -321,13 +345,13 @@ class DecoderGraph(nn.Module):
         a = self.arch
         n = len(caches) // 2
         cross, past = caches[:n], caches[n:]
-        past_len = past[0].shape[2]
+        past_len = cache_index.shape[1]
         h = a.tokens.lookup(input_ids)
         causal = causal_bias(past_len, input_ids.shape[1])
         cross_bias = padding_bias(encoder_attention_mask)
         if a.positions is not None:
             h = h + a.positions(input_ids, past_len)
-        h, present = a.layers.decode(h, causal, cross_bias, cross, past, past_len)
+        h, present = a.layers.decode(h, causal, cross_bias, cross, past, cache_index)
         last = h[:, -1, :]
         if a.output_scale != 1.0:
             last = last * a.output_scale

@@ -79,7 +79,7 @@ def _our_logits(translator: Translator, ids: np.ndarray, mask: np.ndarray, path:
     for t in range(path.shape[1]):
         out = inference.step(path[:, t : t + 1], state, past)
         past = out.present
-        if not all(np.isfinite(x).all() for x in (out.values, *past)):
+        if not all(np.isfinite(x).all() for x in (out.values, *past.buffers)):
             return None  # an fp16 overflow the kept-fp32 ops did not prevent
         steps.append(out.values.astype(np.float64))
     return np.stack(steps, axis=1)
@@ -246,7 +246,7 @@ def finite_outputs(root: Path, steps: int = 16) -> dict[str, bool]:
         for _ in range(steps):
             out = translator.inference.step(tokens, state, past)
             logits, past = out.values, out.present
-            ok = ok and bool(np.isfinite(logits).all()) and all(bool(np.isfinite(p).all()) for p in past)
+            ok = ok and bool(np.isfinite(logits).all()) and all(bool(np.isfinite(p).all()) for p in past.buffers)
             tokens = logits.argmax(axis=1)[:, None]
         found[name] = ok
     return found

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ARTIFACT_FORMAT = 2  # 2: per-request languages in the tokenizer section, bans and log_mass in the decoder graph
+# 2: per-request languages in the tokenizer section, bans and log_mass in the decoder graph;
+# 3: the decoder reads the self-attention cache through cache_index and returns only the new K/V
+ARTIFACT_FORMAT = 3
 MANIFEST = "manifest.json"
 REPORT = "report.json"  # written after the hashes (it holds verification results), so not hashed
 PRECISIONS = ("fp32", "int8", "int8-static", "fp16")  # what an artifact may hold (export_tools/precision.py)

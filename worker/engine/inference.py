@@ -1,14 +1,18 @@
-"""Encoder and decoder-step calls over one pair of sessions; the KV cache stays where the sessions run.
+"""Encoder and decoder-step calls over one pair of sessions, and the self-attention cache.
 
 Shapes: ``tokens (rows, T)`` with rows = sentences * beams; ``cross`` per layer ``(sentences, H, S, D)``;
-``past`` per layer ``(rows, H, P, D)``.
+the self-attention cache per layer ``(H, C, R, D)`` (``SlotCache``).
+
+The self-attention cache is the worker's: numpy buffers that each step's new K/V are written into in
+place, read by the decoder through ``cache_index``. Beams that move and sentences that finish change
+that index, never the buffers, so a step neither copies the cache nor holds a past and a present one.
 
 Two ways to call the sessions, behind one interface:
 * plain ``run`` with numpy arrays (CPU);
-* IO binding (``io_binding=True``; always on CUDA): cross and self-attention K/V are OrtValues on the
-  sessions' device, bound as the next step's inputs without a round trip through host memory, and
-  reordered (and cut to the unfinished sentences) there by the artifact's reorder graph; only token
-  ids go in and the top-k candidates come out through host memory.
+* IO binding (``io_binding=True``; always on CUDA): cross-attention K/V are OrtValues on the sessions'
+  device, bound as every step's inputs without a round trip through host memory, and cut to the
+  unfinished sentences there by the artifact's select graph. The self-attention cache stays in host
+  memory (on CUDA it is copied to the device each step: not measured, there was no GPU).
 """
 
 from __future__ import annotations
@@ -21,7 +25,50 @@ import numpy as np
 import onnxruntime as ort
 
 _NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
-Cache = list[Any]  # per layer key/value: numpy arrays, or OrtValues under IO binding
+Cache = list[Any]  # cross-attention K/V per layer: numpy arrays, or OrtValues under IO binding
+CAPACITY_STEP = 16  # the slot cache grows by this many positions at a time
+
+
+@dataclass
+class SlotCache:
+    """The self-attention cache. ``buffers``: per layer K and V ``(H, C, R, D)``, position p of slot r;
+    each step's new K/V are written into them in place, row n of the step into slot n. ``history (N,
+    P)``: for each row, the slot its ancestor wrote at each past position. A beam that moves changes
+    its row of ``history`` only; no K/V is copied, and the process holds one cache, not a past and a
+    present."""
+
+    buffers: list[np.ndarray]
+    history: np.ndarray
+
+    def written(self, new: list[np.ndarray]) -> SlotCache:
+        """This cache with ``new`` K/V ``(H, T, N, D)`` per layer written after the past positions."""
+        past = self.history.shape[1]
+        _, steps, rows, _ = new[0].shape
+        buffers = [_room(b, past, past + steps, rows) for b in self.buffers]
+        for buffer, values in zip(buffers, new):
+            buffer[:, past : past + steps, :rows] = values
+        own = np.broadcast_to(np.arange(rows)[:, None], (rows, steps))
+        return SlotCache(buffers, np.concatenate([self.history, own], axis=1))
+
+    def follow(self, rows: np.ndarray) -> SlotCache:
+        return SlotCache(self.buffers, self.history[rows])
+
+    def index(self) -> np.ndarray:
+        """The decoder's ``cache_index (N, P)``: where row n's position p lies in a buffer's flattened
+        (positions x slots) axes."""
+        slots = self.buffers[0].shape[2]
+        return self.history + np.arange(self.history.shape[1]) * slots
+
+
+def _room(buffer: np.ndarray, used: int, positions: int, slots: int) -> np.ndarray:
+    """``buffer``, or a larger copy of its first ``used`` positions when it lacks positions or slots."""
+    heads, capacity, width, size = buffer.shape
+    if positions <= capacity and slots <= width:
+        return buffer
+    capacity = max(capacity, -(-positions // CAPACITY_STEP) * CAPACITY_STEP)
+    grown = np.zeros((heads, capacity, max(width, slots), size), buffer.dtype)
+    grown[:, :used, :width] = buffer[:, :used]
+    return grown
 
 
 @dataclass
@@ -33,7 +80,7 @@ class Step:
     values: np.ndarray
     ids: np.ndarray | None
     log_mass: np.ndarray | None
-    present: Cache
+    present: SlotCache
 
 
 @dataclass
@@ -51,16 +98,16 @@ class Inference:
         decoder: ort.InferenceSession,
         *,
         io_binding: bool = False,
-        reorder: ort.InferenceSession | None = None,
+        select: ort.InferenceSession | None = None,
     ):
-        self.encoder, self.decoder, self.reorder_session = encoder, decoder, reorder
+        self.encoder, self.decoder, self.select_session = encoder, decoder, select
         inputs = decoder.get_inputs()
         self.cross_names = [i.name for i in inputs if i.name.startswith("cross.")]
-        self.past_names = [i.name for i in inputs if i.name.startswith("past.")]
-        self.present_names = [name.replace("past.", "present.", 1) for name in self.past_names]
-        first_past = next(i for i in inputs if i.name.startswith("past."))
-        self.cache_dtype = _NP_TYPES[first_past.type]
-        self.heads, self.head_dim = first_past.shape[1], first_past.shape[3]
+        self.cache_names = [i.name for i in inputs if i.name.startswith("cache.")]
+        self.new_names = [name.replace("cache.", "new.", 1) for name in self.cache_names]
+        first = next(i for i in inputs if i.name.startswith("cache."))
+        self.cache_dtype = _NP_TYPES[first.type]
+        self.heads, self.head_dim = first.shape[0], first.shape[3]
         self.device = "cuda" if "CUDAExecutionProvider" in decoder.get_providers() else "cpu"
         self.bound = io_binding or self.device == "cuda"
         self._slot_cache = np.zeros(1, dtype=np.int64)
@@ -79,7 +126,7 @@ class Inference:
         self,
         tokens: np.ndarray,
         state: EncoderState,
-        past: Cache,
+        past: SlotCache,
         top_k: int | None = None,
         bans: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> Step:
@@ -97,12 +144,14 @@ class Inference:
             "banned_values": banned_values,
         }
         heads = ["top_logprobs", "top_ids", "log_mass"] if top_k else ["logits"]
-        device = dict(zip(self.cross_names, state.cross)) | dict(zip(self.past_names, past))
+        host |= {"cache_index": past.index()} | dict(zip(self.cache_names, past.buffers))
+        device = dict(zip(self.cross_names, state.cross))
         if self.bound:
-            out, present = self._run_bound(self.decoder, host, device, heads, self.present_names)
+            out, _ = self._run_bound(self.decoder, host, device, heads + self.new_names, [])
         else:
-            values = self.decoder.run(heads + self.present_names, host | device)
-            out, present = values[: len(heads)], values[len(heads) :]
+            out = self.decoder.run(heads + self.new_names, host | device)
+        out, new = out[: len(heads)], out[len(heads) :]
+        present = past.written(new)
         if top_k:
             return Step(out[0], out[1], out[2], present)
         return Step(out[0], None, None, present)
@@ -140,27 +189,25 @@ class Inference:
 
     # -- cache bookkeeping -------------------------------------------------------------------------
 
-    def empty_past(self, rows: int) -> Cache:
-        return [self._wrap(np.zeros((rows, self.heads, 0, self.head_dim), self.cache_dtype)) for _ in self.past_names]
+    def empty_past(self, rows: int) -> SlotCache:
+        shape = (self.heads, CAPACITY_STEP, rows, self.head_dim)
+        return SlotCache([np.zeros(shape, self.cache_dtype) for _ in self.cache_names], np.zeros((rows, 0), np.int64))
 
-    def reorder(self, past: Cache, rows: np.ndarray) -> Cache:
-        """Self-attention cache rows follow their beams; nothing is copied when no beam moved."""
-        if len(rows) == self._rows(past[0]) and np.array_equal(rows, np.arange(len(rows))):
-            return past
-        return self._gather(past, rows)
+    def reorder(self, past: SlotCache, rows: np.ndarray) -> SlotCache:
+        """Rows of the self-attention cache follow their beams (and drop finished sentences): only the
+        history moves, never K/V."""
+        return past.follow(rows)
 
     def select(self, state: EncoderState, sentences: np.ndarray) -> EncoderState:
-        """Keep only the given sentences (when others have finished); cross K/V are never copied per step."""
-        return EncoderState(self._gather(state.cross, sentences), state.mask[sentences])
-
-    def _gather(self, cache: Cache, rows: np.ndarray) -> Cache:
-        """``rows`` of every layer's K/V: on the device through the reorder graph (it gathers rows of any
-        per-layer cache: self-attention's, or cross-attention's of the same rank and type), else in numpy."""
-        if self.bound and self.reorder_session is not None:
-            outputs = [name.replace("past.", "reordered.", 1) for name in self.past_names]
-            feeds = dict(zip(self.past_names, cache))
-            return self._run_bound(self.reorder_session, {"rows": rows.astype(np.int64)}, feeds, [], outputs)[1]
-        return [self._wrap(self._host(c)[rows]) for c in cache]
+        """Keep only the given sentences (when others have finished); cross K/V are never copied per step.
+        On the device through the select graph under IO binding, else in numpy."""
+        if self.bound and self.select_session is not None:
+            outputs = [name.replace("cross.", "kept.", 1) for name in self.cross_names]
+            feeds = dict(zip(self.cross_names, state.cross))
+            cross = self._run_bound(self.select_session, {"rows": sentences.astype(np.int64)}, feeds, [], outputs)[1]
+        else:
+            cross = [self._wrap(self._host(c)[sentences]) for c in state.cross]
+        return EncoderState(cross, state.mask[sentences])
 
     def _host(self, value: Any) -> np.ndarray:
         return value.numpy() if isinstance(value, ort.OrtValue) else value
@@ -169,10 +216,6 @@ class Inference:
         if not self.bound:
             return array
         return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), self.device, 0)
-
-    @staticmethod
-    def _rows(value: Any) -> int:
-        return int(value.shape()[0] if isinstance(value, ort.OrtValue) else value.shape[0])
 
 
 SOURCE_MULTIPLE = 16  # the worker pads sources to a multiple of this many positions (``pad_batch``)

@@ -25,7 +25,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from worker.engine.inference import Cache, EncoderState, Inference
+from worker.engine.inference import EncoderState, Inference, SlotCache
 
 NEG = -1.0e9  # the "impossible" score generate uses
 Score = TypeVar("Score", np.ndarray, np.floating)  # summed log-probabilities: one, or one per row
@@ -335,11 +335,11 @@ class Candidates:
 def next_candidates(
     inference: Inference,
     state: EncoderState,
-    past: Cache,
+    past: SlotCache,
     sequences: np.ndarray,
     filters: LogitFilters,
     decoder: TokenDecoder,
-) -> tuple[Candidates, Cache]:
+) -> tuple[Candidates, SlotCache]:
     """One decoder step for the last token of each row of ``sequences (rows, length)``: ``decoder.width``
     candidates per row, and the new cache.
 

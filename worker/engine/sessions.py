@@ -48,7 +48,7 @@ def make_session(path: Path, *, device: str = "cpu", threads: int = 1) -> ort.In
 @functools.cache
 def _shared_cpu_arena() -> None:
     """One CPU memory arena for every session of the process instead of one each: encoder, decoder and
-    reorder sessions reuse each other's freed blocks (peak RSS 575 -> 494 MiB on the engine benchmark,
+    select sessions reuse each other's freed blocks (peak RSS 575 -> 494 MiB on the engine benchmark,
     speed unchanged; BENCHMARKS.md)."""
     memory = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
     ort.create_and_register_allocator(memory, ort.OrtArenaCfg(0, -1, -1, -1))  # ONNX Runtime's defaults
@@ -59,9 +59,9 @@ class SessionPool:
 
     ``precision`` defaults to int8 on CPU when the artifact has it, else fp32; one the artifact lacks is
     refused at once. ``threads`` is the total intra-op thread count, split evenly over the pairs so that
-    concurrent batches never oversubscribe the cores. ``io_binding`` keeps the KV cache in OrtValues on
-    the sessions' device and reorders beams with the artifact's reorder graph (always on for CUDA; on CPU
-    measured 10% faster than numpy indexing); False uses plain numpy runs.
+    concurrent batches never oversubscribe the cores. ``io_binding`` keeps the cross-attention K/V in
+    OrtValues on the sessions' device and drops finished sentences from them with the artifact's select
+    graph (always on for CUDA); False uses plain numpy runs.
 
     Sessions are made on first use in the process that uses them: a pool built in a parent and
     inherited through fork (Celery prefork) rebuilds its sessions in the child, never sharing them.
@@ -108,9 +108,9 @@ class SessionPool:
     def _make(self) -> Inference:
         graphs = self.artifact.manifest["precisions"][self.precision]["graphs"]
         bound = self.io_binding or self.device == "cuda"
-        reorder = self._session("reorder") if bound and "reorder" in graphs else None
+        select = self._session("select") if bound and "select" in graphs else None
         encoder, decoder = self._session("encoder"), self._session("decoder")
-        return Inference(encoder, decoder, io_binding=self.io_binding, reorder=reorder)
+        return Inference(encoder, decoder, io_binding=self.io_binding, select=select)
 
     def _session(self, graph: str) -> ort.InferenceSession:
         path = self.artifact.graph(self.precision, graph)

@@ -308,7 +308,7 @@ def test_io_binding_path_gives_the_same_results(name, beams, artifacts) -> None:
 
 
 @pytest.mark.parametrize("name", models(LIKE))
-def test_the_cli_prints_what_transformers_prints(name, artifacts, references, model_seed) -> None:
+def test_the_cli_prints_what_transformers_prints(name, artifacts, references, translators, model_seed) -> None:
     source, target = REQUESTS[name][1]  # m2m100 fr -> de, t5 en -> fr, nllb and mbart fr -> de, marian zh / uk
     languages = [*(["--source-language", source] if source else []), *(["--target-language", target] if target else [])]
     result = subprocess.run(
@@ -320,5 +320,10 @@ def test_the_cli_prints_what_transformers_prints(name, artifacts, references, mo
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     theirs = references[name].generate(SENTENCES, (source, target), num_beams=4, max_new_tokens=MAX_NEW)
     where = f"{name} {source}->{target}, model weights seed {model_seed}"
-    assert [r["tokens"] for r in rows] == theirs["tokens"], where
-    assert [r["translation"] for r in rows] == theirs["text"], where
+    assert len(rows) == len(SENTENCES), where
+    limit = {"max_new_tokens": MAX_NEW}
+    for i, (row, tokens, text) in enumerate(zip(rows, theirs["tokens"], theirs["text"])):
+        at = _diverge(row["tokens"], tokens)
+        if row["tokens"] != tokens and _tied(translators[name], SENTENCES[i], (source, target), at, 4, limit):
+            continue  # a cut between candidates closer than float32 can tell: either pick is right (_compare)
+        assert (row["tokens"], row["translation"]) == (tokens, text), f"{where}, sentence {i}"
