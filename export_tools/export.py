@@ -72,7 +72,7 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
     ids = torch.full((batch, source), 5, dtype=torch.long)
     mask = torch.ones_like(ids)
     cross = cache_names(layers, "cross")
-    past, present = cache_names(layers, "cache"), cache_names(layers, "new")  # the slot cache; the step's K/V
+    cache, new = cache_names(layers, "cache"), cache_names(layers, "new")  # the slot cache; the step's K/V
 
     directory.mkdir(parents=True, exist_ok=True)
     enc_axes = {"input_ids": {0: "batch", 1: "source"}, "attention_mask": {0: "batch", 1: "source"}}
@@ -88,20 +88,20 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
 
     cross_kv = [torch.randn(batch, heads, source, head) for _ in cross]
     rows, capacity = batch * beams, 4
-    past_kv = [torch.randn(heads, capacity, rows, head) for _ in past]
+    cache_kv = [torch.randn(heads, capacity, rows, head) for _ in cache]
     cache_index = torch.tensor([[0, 5, 9], [1, 4, 10], [2, 7, 8], [3, 6, 11]], dtype=torch.long)  # (rows, 3 past)
     step = torch.full((rows, 1), 5, dtype=torch.long)
     slots = torch.zeros(6, dtype=torch.long)
     banned_ids = torch.zeros((batch * beams, 2), dtype=torch.long)
     banned_values = torch.zeros((batch * beams, 2), dtype=torch.float32)
     dec_inputs = ["input_ids", "encoder_attention_mask", "top_k_slots", "banned_ids", "banned_values", "cache_index"]
-    dec_inputs += [*cross, *past]
+    dec_inputs += [*cross, *cache]
     dec_axes = {"input_ids": {0: "rows", 1: "new"}, "encoder_attention_mask": {0: "batch", 1: "source"}}
     dec_axes |= {"banned_ids": {0: "rows", 1: "banned"}, "banned_values": {0: "rows", 1: "banned"}}
     dec_axes |= {n: {0: "batch", 2: "source"} for n in cross}
     dec_axes |= {"cache_index": {0: "rows", 1: "past"}}
-    dec_axes |= {n: {1: "capacity", 2: "slots"} for n in past}
-    dec_axes |= {n: {1: "new", 2: "rows"} for n in present}
+    dec_axes |= {n: {1: "capacity", 2: "slots"} for n in cache}
+    dec_axes |= {n: {1: "new", 2: "rows"} for n in new}
     dec_axes |= {
         "logits": {0: "rows"},
         "top_k_slots": {0: "k"},
@@ -111,10 +111,10 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
     }
     _trace(
         graphs.DecoderGraph(parts).eval(),
-        (step, mask, slots, banned_ids, banned_values, cache_index, *cross_kv, *past_kv),
+        (step, mask, slots, banned_ids, banned_values, cache_index, *cross_kv, *cache_kv),
         directory / "decoder.onnx",
         dec_inputs,
-        ["logits", "top_logprobs", "top_ids", "log_mass", *present],
+        ["logits", "top_logprobs", "top_ids", "log_mass", *new],
         dec_axes,
     )
     return {name: onnx.load(str(directory / f"{name}.onnx")) for name in ("encoder", "decoder")}

@@ -110,7 +110,7 @@ class Inference:
         self.heads, self.head_dim = first.shape[0], first.shape[3]
         self.device = "cuda" if "CUDAExecutionProvider" in decoder.get_providers() else "cpu"
         self.bound = io_binding or self.device == "cuda"
-        self._slot_cache = np.zeros(1, dtype=np.int64)
+        self._top_k_slots = np.zeros(1, dtype=np.int64)
 
     # -- encoder -----------------------------------------------------------------------------------
 
@@ -183,9 +183,9 @@ class Inference:
         return [o.numpy() for o in outputs[: len(to_host)]], list(outputs[len(to_host) :])
 
     def _slots(self, k: int) -> np.ndarray:
-        if self._slot_cache.shape[0] != k:
-            self._slot_cache = np.zeros(k, dtype=np.int64)
-        return self._slot_cache
+        if self._top_k_slots.shape[0] != k:
+            self._top_k_slots = np.zeros(k, dtype=np.int64)
+        return self._top_k_slots
 
     # -- cache bookkeeping -------------------------------------------------------------------------
 
