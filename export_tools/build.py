@@ -149,6 +149,7 @@ def write_precisions(
             "quantization": ops if name.startswith("int8") else None,
             "stored_bytes": sizes["stored_bytes"],
             "referenced_bytes": sizes["referenced_bytes"],
+            "shared_weights": sizes["shared"],
             **extra,
         }
     return out

@@ -3,16 +3,21 @@
 Encoder and decoder share the token table and the sinusoidal positions; a tied LM head is the
 token table itself. Each graph keeps only its structure in ``<name>.onnx``; tensor bytes go to one
 ``weights.bin`` beside them, deduplicated by content and aligned to 4 KiB so that ONNX Runtime can
-memory-map them and several sessions share the same pages.
+memory-map them. ONNX Runtime maps each session's initializers on its own, so a tensor both graphs
+read would be resident twice; the manifest lists those (``shared_weights``) and the worker maps each
+once and hands it to both sessions (``worker/engine/sessions.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import onnx
 from onnx import TensorProto
+
+from worker.artifact import SharedWeights
 
 DATA_FILE = "weights.bin"
 ALIGNMENT = 4096
@@ -47,16 +52,19 @@ def _initializers(model: onnx.ModelProto) -> list[TensorProto]:
     return found
 
 
-def save_shared(models: dict[str, onnx.ModelProto], directory: Path) -> dict[str, int]:
-    """Write ``<name>.onnx`` for each model and one shared ``weights.bin``; returns byte counts.
+def save_shared(models: dict[str, onnx.ModelProto], directory: Path) -> dict[str, Any]:
+    """Write ``<name>.onnx`` for each model and one shared ``weights.bin``; returns byte counts and
+    ``shared``: the stored tensors that more than one graph reads (``SharedWeights``).
 
     The models must hold their tensors in memory (``raw_data``), as ``onnx.load`` gives them.
     """
     directory.mkdir(parents=True, exist_ok=True)
     placed: dict[str, tuple[int, int]] = {}
+    readers: dict[str, dict[str, list[str]]] = {}  # content key -> graph -> its names for that tensor
+    described: dict[str, TensorProto] = {}
     referenced = 0
     with open(directory / DATA_FILE, "wb") as data:
-        for model in models.values():
+        for graph, model in models.items():
             for tensor in _initializers(model):
                 if tensor.data_location == TensorProto.EXTERNAL:
                     raise ValueError(f"tensor {tensor.name} is external: load the model with its data first")
@@ -74,8 +82,16 @@ def save_shared(models: dict[str, onnx.ModelProto], directory: Path) -> dict[str
                     data.seek(offset)
                     data.write(tensor.raw_data)
                     placed[key] = (offset, length)
+                readers.setdefault(key, {}).setdefault(graph, []).append(tensor.name)
+                described.setdefault(key, tensor)
                 _externalize(tensor, *placed[key])
         stored = data.tell()
     for name, model in models.items():
         onnx.save_model(model, directory / f"{name}.onnx")
-    return {"referenced_bytes": referenced, "stored_bytes": stored}
+    shared = [_shared(described[key], *placed[key], names) for key, names in readers.items() if len(names) > 1]
+    return {"referenced_bytes": referenced, "stored_bytes": stored, "shared": shared}
+
+
+def _shared(tensor: TensorProto, offset: int, length: int, names: dict[str, list[str]]) -> SharedWeights:
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).name
+    return {"offset": offset, "length": length, "dtype": dtype, "shape": list(tensor.dims), "names": names}

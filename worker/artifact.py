@@ -11,15 +11,27 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 # 2: per-request languages in the tokenizer section, bans and log_mass in the decoder graph;
-# 3: the decoder reads the self-attention cache through cache_index and returns only the new K/V
+# 3: the decoder reads the self-attention cache through cache_index and returns only the new K/V;
+#    the weights both graphs read are listed (shared_weights)
 ARTIFACT_FORMAT = 3
 MANIFEST = "manifest.json"
 REPORT = "report.json"  # written after the hashes (it holds verification results), so not hashed
 PRECISIONS = ("fp32", "int8", "int8-static", "fp16")  # what an artifact may hold (export_tools/precision.py)
 UNHASHED = {MANIFEST, REPORT}
+
+
+class SharedWeights(TypedDict):
+    """A tensor of a precision's ``weights.bin`` that more than one graph reads (the token table), with
+    each graph's initializer names for it: the worker maps it once for all its sessions."""
+
+    offset: int
+    length: int
+    dtype: str
+    shape: list[int]
+    names: dict[str, list[str]]
 
 
 class ArtifactError(Exception):
@@ -101,6 +113,12 @@ class Artifact:
                 f"rebuild with --precision {precision}"
             )
         return self.root / self.manifest["precisions"][precision]["graphs"][name]
+
+    def weights(self, precision: str) -> Path:
+        return self.root / self.manifest["precisions"][precision]["weights"]
+
+    def shared_weights(self, precision: str) -> list[SharedWeights]:
+        return list(self.manifest["precisions"][precision]["shared_weights"])
 
     def generation_config(self) -> dict[str, Any]:
         return dict(json.loads((self.root / "generation_config.json").read_text()))

@@ -129,6 +129,27 @@ def test_manifest_records_what_the_worker_needs(arch: str, artifacts: Mapping[st
     assert all(len(entry["sha256"]) == 64 for entry in manifest["files"].values())
 
 
+@every_model
+def test_weights_both_graphs_read_are_listed_where_they_lie(arch: str, artifacts: Mapping[str, Path]) -> None:
+    """``shared_weights`` say where each graph's tensors of those names lie in ``weights.bin`` (the worker
+    maps them once for both sessions); the token table is among them in every family."""
+    root = artifacts[arch]
+    for precision in json.loads((root / "manifest.json").read_text())["precisions"].values():
+        paths = precision["graphs"].items()
+        graphs = {name: onnx.load(str(root / path), load_external_data=False) for name, path in paths}
+        for entry in precision["shared_weights"]:
+            listed = (entry["offset"], entry["length"], entry["shape"], entry["dtype"])
+            for graph, names in entry["names"].items():
+                tensors = {t.name: t for t in graphs[graph].graph.initializer}
+                for tensor in (tensors[name] for name in names):
+                    where = {e.key: e.value for e in tensor.external_data}
+                    dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).name
+                    assert (int(where["offset"]), int(where["length"]), list(tensor.dims), dtype) == listed, graph
+        table = max(precision["shared_weights"], key=lambda entry: entry["length"])
+        assert {"encoder", "decoder"} <= set(table["names"]), precision["shared_weights"]
+        assert all("tokens.table" in name for name in table["names"]["encoder"] + table["names"]["decoder"])
+
+
 @one_model
 def test_existing_output_is_refused_without_force(arch: str, artifacts: Mapping[str, Path], tiny_models) -> None:
     result = run_cli("build", str(tiny_models[arch]), "--out", str(artifacts[arch]), "--skip-parity")

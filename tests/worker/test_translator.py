@@ -7,8 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from worker.engine import sessions
 from worker.engine.search import DecodingOptions
 from worker.engine.translator import Translation, Translator
 
@@ -226,3 +228,13 @@ def test_cuda_without_the_cuda_provider_logs_and_runs_on_cpu(artifacts, caplog) 
         out = translator.translate_batch(["Tom has 3 apples."], translator.options(beam_size=2))
     assert out[0].tokens
     assert "no CUDAExecutionProvider" in caplog.text and "running on CPU" in caplog.text
+
+
+def test_both_sessions_read_the_one_mapping_of_the_weights_they_share(artifacts, monkeypatch) -> None:
+    """The token table the manifest lists as shared is what the sessions compute with, not a mapping of
+    their own: zeroed in that one place, the translation changes."""
+    sentence = ["Tom has 3 apples."]
+    normal = Translator(artifacts["opus-mt-en-zh"], precision="fp32").translate_batch(sentence)[0]
+    monkeypatch.setattr(sessions.np, "memmap", lambda path, dtype, mode, offset, shape: np.zeros(shape, dtype))
+    zeroed = Translator(artifacts["opus-mt-en-zh"], precision="fp32").translate_batch(sentence)[0]
+    assert (zeroed.tokens, zeroed.score) != (normal.tokens, normal.score)

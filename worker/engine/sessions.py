@@ -8,10 +8,11 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import onnxruntime as ort
 
 from worker.artifact import Artifact
@@ -31,8 +32,13 @@ def providers_for(device: str) -> list[str]:
     return ["CPUExecutionProvider"]
 
 
-def make_session(path: Path, *, device: str = "cpu", threads: int = 1) -> ort.InferenceSession:
+def make_session(
+    path: Path, *, device: str = "cpu", threads: int = 1, initializers: Mapping[str, ort.OrtValue] | None = None
+) -> ort.InferenceSession:
+    """A session of one graph; ``initializers`` replace the graph's own (``shared_initializers``)."""
     options = ort.SessionOptions()
+    for name, value in (initializers or {}).items():
+        options.add_initializer(name, value)
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -43,6 +49,22 @@ def make_session(path: Path, *, device: str = "cpu", threads: int = 1) -> ort.In
         options.add_session_config_entry("session.use_env_allocators", "1")
     options.log_severity_level = 3
     return ort.InferenceSession(str(path), sess_options=options, providers=providers_for(device))
+
+
+def shared_initializers(artifact: Artifact, precision: str) -> dict[str, dict[str, ort.OrtValue]]:
+    """Per graph, ``{initializer name: OrtValue}`` over one read-only mapping of each tensor that several
+    graphs read (``shared_weights`` in the manifest: the token table). ONNX Runtime maps every session's
+    initializers on its own, so without this the encoder's and the decoder's copies of the table were
+    both resident (-28 MiB peak on the engine benchmark; BENCHMARKS.md). The bytes are those the
+    manifest's sha256 covered when the artifact was loaded."""
+    found: dict[str, dict[str, ort.OrtValue]] = {}
+    for entry in artifact.shared_weights(precision):
+        shape = tuple(entry["shape"])
+        array = np.memmap(artifact.weights(precision), entry["dtype"], mode="r", offset=entry["offset"], shape=shape)
+        value = ort.OrtValue.ortvalue_from_numpy(array)  # keeps the mapping alive; no copy on the CPU
+        for graph, names in entry["names"].items():
+            found.setdefault(graph, {}).update(dict.fromkeys(names, value))
+    return found
 
 
 @functools.cache
@@ -86,6 +108,7 @@ class SessionPool:
         self._pid: int | None = None
         self._lock = threading.Lock()
         self._idle: queue.Queue[Inference] = queue.Queue()
+        self._shared: dict[str, dict[str, ort.OrtValue]] = {}  # per graph: the weights its sessions share
 
     @contextmanager
     def acquire(self) -> Iterator[Inference]:
@@ -101,6 +124,7 @@ class SessionPool:
             if self._pid == os.getpid():
                 return
             self._idle = queue.Queue()
+            self._shared = shared_initializers(self.artifact, self.precision) if self.device == "cpu" else {}
             for _ in range(self.size):
                 self._idle.put(self._make())
             self._pid = os.getpid()
@@ -114,4 +138,5 @@ class SessionPool:
 
     def _session(self, graph: str) -> ort.InferenceSession:
         path = self.artifact.graph(self.precision, graph)
-        return make_session(path, device=self.device, threads=max(1, self.threads // self.size))
+        threads = max(1, self.threads // self.size)
+        return make_session(path, device=self.device, threads=threads, initializers=self._shared.get(graph))
