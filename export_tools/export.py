@@ -92,9 +92,11 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
     cache_index = torch.tensor([[0, 5, 9], [1, 4, 10], [2, 7, 8], [3, 6, 11]], dtype=torch.long)  # (rows, 3 past)
     step = torch.full((rows, 1), 5, dtype=torch.long)
     slots = torch.zeros(6, dtype=torch.long)
+    logit_rows = torch.zeros(rows - 1, dtype=torch.long)  # not ``rows``: the trace must keep the cut
     banned_ids = torch.zeros((batch * beams, 2), dtype=torch.long)
     banned_values = torch.zeros((batch * beams, 2), dtype=torch.float32)
-    dec_inputs = ["input_ids", "encoder_attention_mask", "top_k_slots", "banned_ids", "banned_values", "cache_index"]
+    dec_inputs = ["input_ids", "encoder_attention_mask", "top_k_slots", "logit_rows", "banned_ids", "banned_values"]
+    dec_inputs += ["cache_index"]
     dec_inputs += [*cross, *cache]
     dec_axes = {"input_ids": {0: "rows", 1: "new"}, "encoder_attention_mask": {0: "batch", 1: "source"}}
     dec_axes |= {"banned_ids": {0: "rows", 1: "banned"}, "banned_values": {0: "rows", 1: "banned"}}
@@ -103,7 +105,8 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
     dec_axes |= {n: {1: "capacity", 2: "slots"} for n in cache}
     dec_axes |= {n: {1: "new", 2: "rows"} for n in new}
     dec_axes |= {
-        "logits": {0: "rows"},
+        "logits": {0: "logit_rows"},
+        "logit_rows": {0: "logit_rows"},
         "top_k_slots": {0: "k"},
         "top_logprobs": {0: "rows", 1: "k"},
         "top_ids": {0: "rows", 1: "k"},
@@ -111,7 +114,7 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
     }
     _trace(
         graphs.DecoderGraph(parts).eval(),
-        (step, mask, slots, banned_ids, banned_values, cache_index, *cross_kv, *cache_kv),
+        (step, mask, slots, logit_rows, banned_ids, banned_values, cache_index, *cross_kv, *cache_kv),
         directory / "decoder.onnx",
         dec_inputs,
         ["logits", "top_logprobs", "top_ids", "log_mass", *new],

@@ -14,11 +14,16 @@ and we want a graph shape that suits beam search.
 Shapes (N = batch * beams, T new tokens, P past length, S source length, H heads, D head size,
 K candidates, M banned ids per row, C cache positions >= P, R cache slots >= N)::
 
-    decoder inputs : input_ids (N, T), encoder_attention_mask (B, S), top_k_slots (K,),
+    decoder inputs : input_ids (N, T), encoder_attention_mask (B, S), top_k_slots (K,), logit_rows (L,),
                      banned_ids (N, M), banned_values (N, M), cache_index (N, P),
                      cross.{i}.key / .value (B, H, S, D), cache.{i}.key / .value (H, C, R, D)
-    decoder outputs: logits (N, V) for the last new token, top_logprobs (N, K), top_ids (N, K),
-                     log_mass (N, 1), new.{i}.key / .value (H, T, N, D)
+    decoder outputs: logits (L, V) for the last new token of the first L rows, top_logprobs (N, K),
+                     top_ids (N, K), log_mass (N, 1), new.{i}.key / .value (H, T, N, D)
+
+``logit_rows`` says how many rows of the full logits to return: 0 when the search takes the top-k
+candidates, N when it needs the whole vocabulary. ONNX Runtime holds every graph output until the run
+ends, fetched or not, so an unconditional ``(N, V)`` output kept 16 MiB alive at 64 rows through the
+rest of the step (peak RSS -14 MiB on the engine benchmark without it; BENCHMARKS.md).
 
 The self-attention cache is the worker's (``worker/engine/inference.py``, ``SlotCache``): it writes
 each step's ``new`` K/V into its buffers in place, and the graph reads row n's past through
@@ -335,13 +340,15 @@ class DecoderGraph(nn.Module):
         input_ids: torch.Tensor,
         encoder_attention_mask: torch.Tensor,
         top_k_slots: torch.Tensor,
+        logit_rows: torch.Tensor,
         banned_ids: torch.Tensor,
         banned_values: torch.Tensor,
         cache_index: torch.Tensor,
         *caches,
     ):
-        """``top_k_slots``: only its length k matters; the graph returns the k best log-probabilities per row
-        after the bans (log-softmax and TopK in the graph, so the full (rows, vocab) logits never reach Python)."""
+        """``top_k_slots`` and ``logit_rows``: only their lengths matter. The graph returns the k best
+        log-probabilities per row after the bans (log-softmax and TopK in the graph, so the full (rows,
+        vocab) logits reach Python only when ``logit_rows`` asks for them)."""
         a = self.arch
         n = len(caches) // 2
         cross, past = caches[:n], caches[n:]
@@ -359,7 +366,7 @@ class DecoderGraph(nn.Module):
         allowed = torch.log_softmax(logits, dim=-1).scatter_add(1, banned_ids, banned_values)
         top_logprobs, top_ids = torch.topk(allowed, top_k_slots.shape[0], dim=-1)
         log_mass = top_logprobs[:, :1] - allowed.log_softmax(-1).gather(1, top_ids[:, :1])
-        return (logits, top_logprobs, top_ids, log_mass, *present)
+        return (logits[: logit_rows.shape[0]], top_logprobs, top_ids, log_mass, *present)
 
 
 class GraphParts(nn.Module):

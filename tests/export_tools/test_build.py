@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import onnx
 import pytest
 
@@ -14,6 +16,8 @@ from export_tools.fixtures.names import LIKE
 from export_tools.precision import op_counts
 from export_tools.verify import VerificationError
 from tests.export_tools.conftest import run_cli
+from worker.engine.inference import pad_batch
+from worker.engine.translator import Translator
 from tests.shared import ARTIFACT_PRECISIONS
 
 every_model = pytest.mark.parametrize("arch", LIKE)
@@ -148,6 +152,36 @@ def test_weights_both_graphs_read_are_listed_where_they_lie(arch: str, artifacts
         table = max(precision["shared_weights"], key=lambda entry: entry["length"])
         assert {"encoder", "decoder"} <= set(table["names"]), precision["shared_weights"]
         assert all("tokens.table" in name for name in table["names"]["encoder"] + table["names"]["decoder"])
+
+
+class FetchingLogits:
+    """A decoder session that also fetches ``logits`` on every run, recording their shape."""
+
+    def __init__(self, session: Any) -> None:
+        self.session, self.shapes = session, []
+
+    def run(self, names: list[str], feeds: dict[str, Any]) -> list[Any]:
+        out = self.session.run([*names, "logits"], feeds)
+        self.shapes.append(out[-1].shape)
+        return out[:-1]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
+
+
+@every_int8
+def test_the_decoder_makes_full_logits_only_for_the_rows_asked(arch: str, precision: str, artifacts) -> None:
+    """The search's top-k steps leave the (rows, vocab) logits out of the outputs (ONNX Runtime would
+    hold them to the end of the step); a full-vocabulary step gets every row's."""
+    translator = Translator(artifacts[arch], precision=precision, io_binding=False)
+    inference = translator.inference
+    decoder = inference.decoder = FetchingLogits(inference.decoder)
+    state = inference.encode(*pad_batch([translator.tokenizer.encode(s) for s in ("Hello.", "A cat sat.")], 0))
+    tokens = np.full((2, 1), translator.vocab.decoder_start)
+    inference.step(tokens, state, inference.empty_past(2), top_k=4)
+    full = inference.step(tokens, state, inference.empty_past(2))
+    vocab = full.values.shape[1]
+    assert decoder.shapes == [(0, vocab), (2, vocab)]
 
 
 @one_model

@@ -111,6 +111,7 @@ class Inference:
         self.device = "cuda" if "CUDAExecutionProvider" in decoder.get_providers() else "cpu"
         self.bound = io_binding or self.device == "cuda"
         self._top_k_slots = np.zeros(1, dtype=np.int64)
+        self._no_rows = np.zeros(0, dtype=np.int64)  # logit_rows when only the top k are wanted
 
     # -- encoder -----------------------------------------------------------------------------------
 
@@ -140,6 +141,7 @@ class Inference:
             "input_ids": tokens,
             "encoder_attention_mask": state.mask,
             "top_k_slots": self._slots(top_k or 1),
+            "logit_rows": self._no_rows if top_k else np.zeros(len(tokens), dtype=np.int64),
             "banned_ids": banned_ids,
             "banned_values": banned_values,
         }
