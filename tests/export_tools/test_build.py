@@ -16,9 +16,9 @@ from export_tools.fixtures.names import LIKE
 from export_tools.precision import op_counts
 from export_tools.verify import VerificationError
 from tests.export_tools.conftest import run_cli
+from tests.shared import ARTIFACT_PRECISIONS
 from worker.engine.inference import pad_batch
 from worker.engine.translator import Translator
-from tests.shared import ARTIFACT_PRECISIONS
 
 every_model = pytest.mark.parametrize("arch", LIKE)
 one_model = pytest.mark.parametrize("arch", ["opus-mt-en-zh"])  # what is checked does not depend on the family
