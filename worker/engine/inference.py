@@ -6,17 +6,23 @@ the self-attention cache per layer ``(H, C, R, D)`` (``SlotCache``).
 The self-attention cache is the worker's: numpy buffers that each step's new K/V are written into in
 place, read by the decoder through ``cache_index``. Beams that move and sentences that finish change
 that index, never the buffers, so a step neither copies the cache nor holds a past and a present one.
+The search makes the buffers once per batch, as large as its longest sentence can grow, on pages of
+their own (``lazy_zeros``): resident only as far as written, never grown by a copy, and given back to
+the system when the batch ends.
 
 Two ways to call the sessions, behind one interface:
 * plain ``run`` with numpy arrays (CPU);
 * IO binding (``io_binding=True``; always on CUDA): cross-attention K/V are OrtValues on the sessions'
   device, bound as every step's inputs without a round trip through host memory, and cut to the
   unfinished sentences there by the artifact's select graph. The self-attention cache stays in host
-  memory (on CUDA it is copied to the device each step: not measured, there was no GPU).
+  memory (on CUDA its written positions are copied to the device each step: not measured, there was
+  no GPU).
 """
 
 from __future__ import annotations
 
+import math
+import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +32,7 @@ import onnxruntime as ort
 
 _NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 Cache = list[Any]  # cross-attention K/V per layer: numpy arrays, or OrtValues under IO binding
-CAPACITY_STEP = 16  # the slot cache grows by this many positions at a time
+CAPACITY_STEP = 16  # a slot cache made without a size grows by this many positions at a time
 
 
 @dataclass
@@ -53,6 +59,11 @@ class SlotCache:
     def follow(self, rows: np.ndarray) -> SlotCache:
         return SlotCache(self.buffers, self.history[rows])
 
+    def written_positions(self) -> list[np.ndarray]:
+        """The buffers cut to the positions written so far (at least one): what a device copy needs."""
+        used = max(self.history.shape[1], 1)
+        return [np.ascontiguousarray(b[:, :used]) for b in self.buffers]
+
     def index(self) -> np.ndarray:
         """The decoder's ``cache_index (N, P)``: where row n's position p lies in a buffer's flattened
         (positions x slots) axes."""
@@ -66,9 +77,19 @@ def _room(buffer: np.ndarray, used: int, positions: int, slots: int) -> np.ndarr
     if positions <= capacity and slots <= width:
         return buffer
     capacity = max(capacity, -(-positions // CAPACITY_STEP) * CAPACITY_STEP)
-    grown = np.zeros((heads, capacity, max(width, slots), size), buffer.dtype)
+    grown = lazy_zeros((heads, capacity, max(width, slots), size), buffer.dtype)
     grown[:, :used, :width] = buffer[:, :used]
     return grown
+
+
+def lazy_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """Zeros on an anonymous mapping of their own: a page becomes resident when first written, and all of
+    them go back to the system when the array is dropped. ``np.zeros`` of a few MiB comes from glibc's
+    heap once a freed block has raised its mmap threshold, and the heap kept one batch's cache after the
+    batch (peak +23 MiB from the second batch on, engine benchmark; BENCHMARKS.md)."""
+    count = math.prod(shape)
+    size = count * np.dtype(dtype).itemsize
+    return np.frombuffer(mmap.mmap(-1, max(size, 1)), dtype, count).reshape(shape)
 
 
 @dataclass
@@ -146,7 +167,8 @@ class Inference:
             "banned_values": banned_values,
         }
         heads = ["top_logprobs", "top_ids", "log_mass"] if top_k else ["logits"]
-        host |= {"cache_index": past.index()} | dict(zip(self.cache_names, past.buffers))
+        buffers = past.buffers if self.device == "cpu" else past.written_positions()
+        host |= {"cache_index": past.index()} | dict(zip(self.cache_names, buffers))
         device = dict(zip(self.cross_names, state.cross))
         if self.bound:
             out, _ = self._run_bound(self.decoder, host, device, heads + self.new_names, [])
@@ -191,9 +213,12 @@ class Inference:
 
     # -- cache bookkeeping -------------------------------------------------------------------------
 
-    def empty_past(self, rows: int) -> SlotCache:
-        shape = (self.heads, CAPACITY_STEP, rows, self.head_dim)
-        return SlotCache([np.zeros(shape, self.cache_dtype) for _ in self.cache_names], np.zeros((rows, 0), np.int64))
+    def empty_past(self, rows: int, positions: int = CAPACITY_STEP, slots: int = 0) -> SlotCache:
+        """A cache for ``rows`` rows with room for ``positions`` positions and ``slots`` slots (at least
+        ``rows``); it grows past either when written there."""
+        shape = (self.heads, positions, max(rows, slots), self.head_dim)
+        buffers = [lazy_zeros(shape, self.cache_dtype) for _ in self.cache_names]
+        return SlotCache(buffers, np.zeros((rows, 0), np.int64))
 
     def reorder(self, past: SlotCache, rows: np.ndarray) -> SlotCache:
         """Rows of the self-attention cache follow their beams (and drop finished sentences): only the

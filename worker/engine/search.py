@@ -589,7 +589,7 @@ def generate(
     )
     results = [SearchResult() for _ in range(batch)]
     open_ = np.arange(batch)  # input positions of the sentences still searched
-    past = inference.empty_past(batch)
+    past = inference.empty_past(batch, options.max_new_tokens, batch * decoder.beams)  # a step writes one position
     while len(open_):
         candidates, past = next_candidates(inference, state, past, decoder.sequences(), filters, decoder)
         rows, done = decoder.update(candidates)
