@@ -47,6 +47,10 @@ FP32_OPS = [
     "LogSoftmax",
     "TopK",
     "ScatterElements",
+    "ReduceMax",  # exact_top_k's stages read the fp32 log-probabilities
+    "Pad",
+    "GatherElements",
+    "Where",
 ]
 FP32_DECODER_IO = ["logits", "top_logprobs", "top_ids", "top_k_slots", "banned_values", "log_mass"]
 
