@@ -167,7 +167,6 @@ def test_beam_search_scores_one_row_per_sentence_first_then_beams_and_drops_ende
     assert all(rows == 2 for rows, _ in fake.steps[2:])  # sentence 0 is done: only sentence 1's beams
 
 
-
 @pytest.mark.parametrize(("beams", "slots"), [(1, 3), (2, 6)])
 def test_the_cache_is_made_once_with_a_slot_per_row_and_a_position_per_step(beams: int, slots: int) -> None:
     """Made at the batch's full size, the cache is never grown by a copy while the batch runs; a step
@@ -176,6 +175,7 @@ def test_the_cache_is_made_once_with_a_slot_per_row_and_a_position_per_step(beam
     search(fake, batch=3, beam_size=beams, max_new_tokens=5, min_new_tokens=5)
     assert fake.caches == [(slots, 5)]
     assert len(fake.steps) == 5
+
 
 # Early stopping, beam 2, length penalty 1. Step 1: EOS (0.3) is in the top 2 and finishes at log 0.3;
 # 2 and 3 run. Step 2: 3 EOS finishes at log(0.2 * 0.9) / 2 = -0.857: two finished, worst -1.204; 2 4
