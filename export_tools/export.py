@@ -95,9 +95,8 @@ def export_fp32(model: Any, arch: Architecture, directory: Path) -> dict[str, on
     logit_rows = torch.zeros(rows - 1, dtype=torch.long)  # not ``rows``: the trace must keep the cut
     banned_ids = torch.zeros((batch * beams, 2), dtype=torch.long)
     banned_values = torch.zeros((batch * beams, 2), dtype=torch.float32)
-    dec_inputs = ["input_ids", "encoder_attention_mask", "top_k_slots", "logit_rows", "banned_ids", "banned_values"]
-    dec_inputs += ["cache_index"]
-    dec_inputs += [*cross, *cache]
+    dec_inputs = ["input_ids", "encoder_attention_mask", "top_k_slots", "logit_rows", "banned_ids"]
+    dec_inputs += ["banned_values", "cache_index", *cross, *cache]
     dec_axes = {"input_ids": {0: "rows", 1: "new"}, "encoder_attention_mask": {0: "batch", 1: "source"}}
     dec_axes |= {"banned_ids": {0: "rows", 1: "banned"}, "banned_values": {0: "rows", 1: "banned"}}
     dec_axes |= {n: {0: "batch", 2: "source"} for n in cross}

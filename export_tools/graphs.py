@@ -141,7 +141,7 @@ def exact_top_k(scores: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor
     chunk, padding = top_k_chunk(int(size))
     padded = nn.functional.pad(scores, (0, padding), value=float("-inf")) if padding else scores
     maxima = padded.reshape(rows, -1, chunk).amax(dim=-1)
-    beyond = torch.full_like(slots, 0, dtype=scores.dtype).unsqueeze(0).expand(rows, -1) + float("-inf")
+    beyond = torch.full_like(slots, float("-inf"), dtype=scores.dtype).expand(rows, -1)
     chunks = torch.topk(torch.cat([maxima, beyond], dim=1), k, dim=-1).indices.sort(dim=-1).values  # (N, k)
     ids = (chunks.unsqueeze(2) * chunk + torch.arange(chunk)).reshape(rows, -1)  # the k chunks, in id order
     candidates = torch.where(ids < size, scores.gather(1, ids.clamp(max=size - 1)), float("-inf"))
