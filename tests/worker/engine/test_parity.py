@@ -113,8 +113,10 @@ class Reference:
     def _scores(self, out: Any, tokens: list[list[int]], options: dict[str, Any]) -> list[float]:
         if options.get("num_beams", 1) > 1:
             return list(out.sequences_scores.tolist())
-        # Greedy: the (renormalized) log-probability of each chosen token; a forced token counts 0. Step by
-        # step: the steps stacked would be (batch, steps, V) copies of up to 170 MB.
+        # Greedy: the (renormalized) log-probability of each chosen token; a forced token counts 0. As
+        # compute_transition_scores(normalize_logits=True) gives it: a float32 log_softmax, which misses
+        # up to ~1e-4 of a peaked distribution's mass over a 256k vocabulary, as ONNX Runtime's does
+        # (logsumexp would not). Step by step: stacked, they would be (batch, steps, V) copies of 170 MB.
         chosen = out.sequences[:, 1:]
         logprobs = torch.zeros(chosen.shape, dtype=torch.float64)
         for t, processed in enumerate(out.scores):  # (batch, V) after the logits processors
@@ -122,7 +124,7 @@ class Reference:
             if self.renormalize:
                 logprob = processed.gather(1, token)[:, 0]
             else:
-                logprob = out.logits[t].gather(1, token)[:, 0] - out.logits[t].logsumexp(-1)
+                logprob = out.logits[t].log_softmax(-1).gather(1, token)[:, 0]
             forced = torch.isfinite(processed).sum(-1) == 1
             logprobs[:, t] = torch.where(forced, 0.0, logprob)
         penalty = options.get("length_penalty", 1.0)
