@@ -32,13 +32,14 @@ Attention takes the past and the new tokens apart (one softmax over both), so th
 concatenated either.
 
 The search's bans (suppressed ids, EOS before the minimum length, repeated n-grams) reach the graph
-as ``banned_values`` (-inf, or 0 for padding) added at ``banned_ids`` to the log-probabilities, so
-the top-k candidates are exact whatever is banned; ``log_mass`` (the log of what probability is left)
-lets the search renormalize as ``generate`` does with ``renormalize_logits`` (every Helsinki-NLP model
-asks for it). It is the log-sum-exp of what is allowed, read as the best candidate minus its
-log-softmax: ONNX Runtime's ReduceLogSumExp took 18 ms on (64, 65001) against 5 ms (a tenth of a
-decoder step), and LogSoftmax computes each row alone, where ReduceSum splits rows over threads by
-the batch's shape (the last bits of a sentence's score then depend on its batch).
+as ``banned_values`` (-inf, or 0 for padding) added at ``banned_ids`` to the logits, so the top-k
+candidates are exact whatever is banned. ``top_logprobs`` are renormalized over what the bans left, as
+``generate`` scores with ``renormalize_logits`` (every Helsinki-NLP model asks for it); ``log_mass``
+(the log of the probability the bans left) turns them back into log-probabilities of the whole
+vocabulary for the models that do not renormalize (``top_k_after_bans``). Every log-sum-exp is read off
+a LogSoftmax: ONNX Runtime's ReduceLogSumExp took 18 ms on (64, 65001), and LogSoftmax computes each
+row alone, where ReduceSum splits rows over threads by the batch's shape (the last bits of a
+sentence's score then depend on its batch).
 
 The token embedding and the LM head share one ``(d_model, vocab)`` tensor when the model ties
 them: the LM head is a plain MatMul with it and the lookup is a Gather along axis 1, so the
@@ -147,6 +148,24 @@ def exact_top_k(scores: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor
     candidates = torch.where(ids < size, scores.gather(1, ids.clamp(max=size - 1)), float("-inf"))
     values, at = torch.topk(candidates, k, dim=-1)
     return values, ids.gather(1, at)
+
+
+def top_k_after_bans(
+    logits: torch.Tensor, banned_ids: torch.Tensor, banned_values: torch.Tensor, slots: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The k = ``len(slots)`` best log-probabilities of each row after the bans, renormalized over what
+    the bans left, their ids, and ``log_mass (N, 1)``, the log of the probability the bans left.
+
+    One log-softmax over the vocabulary, not two (the second took 2 ms of a 75 ms INT8 step at 64 rows;
+    BENCHMARKS.md): the candidates are the top logits after the bans less the log-sum-exp of what the
+    bans left, read off the log-softmax at the best id; the bans' share is a log-softmax of that
+    log-sum-exp against the few banned logits, which never cancels, even when a banned id held nearly
+    all the probability."""
+    allowed = logits.scatter_add(1, banned_ids, banned_values)  # -inf at every ban, 0 added at padding
+    top, ids = exact_top_k(allowed, slots)
+    log_sum = top[:, :1] - allowed.log_softmax(-1).gather(1, ids[:, :1])
+    banned = torch.where(banned_values < 0, logits.gather(1, banned_ids), float("-inf"))
+    return top - log_sum, ids, torch.cat([log_sum, banned], dim=1).log_softmax(-1)[:, :1]
 
 
 def padding_bias(mask: torch.Tensor) -> torch.Tensor:
@@ -396,9 +415,7 @@ class DecoderGraph(nn.Module):
         if a.output_scale != 1.0:
             last = last * a.output_scale
         logits = a.tokens.logits(last)
-        allowed = torch.log_softmax(logits, dim=-1).scatter_add(1, banned_ids, banned_values)
-        top_logprobs, top_ids = exact_top_k(allowed, top_k_slots)
-        log_mass = top_logprobs[:, :1] - allowed.log_softmax(-1).gather(1, top_ids[:, :1])
+        top_logprobs, top_ids, log_mass = top_k_after_bans(logits, banned_ids, banned_values, top_k_slots)
         return (logits[: logit_rows.shape[0]], top_logprobs, top_ids, log_mass, *present)
 
 

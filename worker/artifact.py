@@ -16,8 +16,9 @@ from typing import Any, TypedDict
 # 2: per-request languages in the tokenizer section, bans and log_mass in the decoder graph;
 # 3: the decoder reads the self-attention cache through cache_index and returns only the new K/V;
 #    the weights both graphs read are listed (shared_weights);
-# 4: the decoder returns the full logits only for the rows logit_rows asks for
-ARTIFACT_FORMAT = 4
+# 4: the decoder returns the full logits only for the rows logit_rows asks for;
+# 5: top_logprobs are renormalized over what the bans left (log_mass turns them back)
+ARTIFACT_FORMAT = 5
 MANIFEST = "manifest.json"
 REPORT = "report.json"  # written after the hashes (it holds verification results), so not hashed
 PRECISIONS = ("fp32", "int8", "int8-static", "fp16")  # what an artifact may hold (export_tools/precision.py)

@@ -94,9 +94,10 @@ def lazy_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
 
 @dataclass
 class Step:
-    """One decoder step: the top-k log-probabilities after the bans ``values (rows, k)`` with their ``ids``
-    and ``log_mass (rows, 1)`` (what probability the bans left), or, without top-k, the full ``values``
-    logits ``(rows, V)``; and the self-attention cache ``present``."""
+    """One decoder step: the top-k log-probabilities after the bans, renormalized over what they left,
+    ``values (rows, k)`` with their ``ids`` and ``log_mass (rows, 1)`` (the log of the probability the
+    bans left), or, without top-k, the full ``values`` logits ``(rows, V)``; and the self-attention
+    cache ``present``."""
 
     values: np.ndarray
     ids: np.ndarray | None

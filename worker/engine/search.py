@@ -344,8 +344,9 @@ def next_candidates(
     candidates per row, and the new cache.
 
     Forced steps skip the scores; otherwise the graph's top candidates after the bans, or, when a filter
-    rescales, the full vocabulary filtered by the decoder's rule. ``renormalize`` divides by what
-    probability the bans left, as generate's ``renormalize_logits`` does (a forced token scores 0 either way)."""
+    rescales, the full vocabulary filtered by the decoder's rule. The graph's candidates are renormalized
+    over what the bans left, as generate's ``renormalize_logits`` scores them; without it they are
+    log-probabilities of the whole vocabulary again (a forced token scores 0 either way)."""
     tokens = sequences[:, -1:]
     forced = filters.forced_token(sequences.shape[1])
     if forced is not None:
@@ -354,7 +355,7 @@ def next_candidates(
     if filters.top_k_exact:
         out = inference.step(tokens, state, past, top_k=decoder.width, bans=filters.ban_arrays(sequences))
         assert out.ids is not None and out.log_mass is not None
-        values = out.values - out.log_mass if filters.renormalize else out.values
+        values = out.values if filters.renormalize else out.values + out.log_mass
         return Candidates(values, out.ids), out.present
     out = inference.step(tokens, state, past)
     return decoder.from_logits(out.values.astype(np.float32), sequences, filters), out.present

@@ -164,8 +164,9 @@ def _compare(
     """Ours and ``generate`` on the same request: the same ids and text, scores within 1e-4 per token.
 
     A score is a sum of n log-probabilities over ``n ** length_penalty``; on random weights float32
-    itself (torch's or ours) strays ~2e-5 per log-probability from exact arithmetic, so a long
-    hypothesis at length penalty 0.6 may differ by more than 1e-4 without either side being wrong. For
+    itself (torch's or ours) strays ~2e-5 per log-probability from exact arithmetic (up to 1e-4 on a
+    peaked distribution over a 256k vocabulary, see ``Reference._scores``), so a long hypothesis at
+    length penalty 0.6 may differ by more than 1e-4 without either side being wrong. For
     the same reason, where beam search had to cut between two candidates closer than ``TIE``, either
     side's pick is right: a sentence whose ids differ passes only if our own search of it met such a tie."""
     ours = _ours(translator, texts, languages, beam_size=beams, **options)

@@ -75,8 +75,8 @@ class FakeInference:
             for row, (ids, values) in enumerate(zip(*bans)):
                 np.add.at(allowed[row], ids, values)
         ids = np.argsort(-allowed, axis=1, kind="stable")[:, :top_k]
-        mass = np.log(np.exp(allowed).sum(axis=1, keepdims=True))
-        return Step(np.take_along_axis(allowed, ids, axis=1), ids, mass, [history])
+        mass = np.log(np.exp(allowed).sum(axis=1, keepdims=True))  # the graph's candidates: renormalized
+        return Step(np.take_along_axis(allowed - mass, ids, axis=1), ids, mass, [history])
 
     def _logits(self, sentence: int, history: tuple[int, ...]) -> np.ndarray:
         if self.fixed is not None:
