@@ -17,13 +17,14 @@ K candidates, M banned ids per row, C cache positions >= P, R cache slots >= N):
     decoder inputs : input_ids (N, T), encoder_attention_mask (B, S), top_k_slots (K,), logit_rows (L,),
                      banned_ids (N, M), banned_values (N, M), cache_index (N, P),
                      cross.{i}.key / .value (B, H, S, D), cache.{i}.key / .value (H, C, R, D)
-    decoder outputs: logits (L, V) for the last new token of the first L rows, top_logprobs (N, K),
-                     top_ids (N, K), log_mass (N, 1), new.{i}.key / .value (H, T, N, D)
+    decoder outputs: logits (L, V) after the bans for the last new token of the first L rows,
+                     top_logprobs (N, K), top_ids (N, K), log_mass (N, 1), new.{i}.key / .value (H, T, N, D)
 
 ``logit_rows`` says how many rows of the full logits to return: 0 when the search takes the top-k
-candidates, N when it needs the whole vocabulary. ONNX Runtime holds every graph output until the run
-ends, fetched or not, so an unconditional ``(N, V)`` output kept 16 MiB alive at 64 rows through the
-rest of the step (peak RSS -14 MiB on the engine benchmark without it; BENCHMARKS.md).
+candidates, N when it needs the whole vocabulary (it bans nothing in the graph then). ONNX Runtime
+holds every graph output until the run ends, fetched or not, so an unconditional ``(N, V)`` output
+kept 16 MiB alive at 64 rows through the rest of the step (peak RSS -14 MiB on the engine benchmark
+without it; BENCHMARKS.md).
 
 The self-attention cache is the worker's (``worker/engine/inference.py``, ``SlotCache``): it writes
 each step's ``new`` K/V into its buffers in place, and the graph reads row n's past through
@@ -152,20 +153,25 @@ def exact_top_k(scores: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor
 
 def top_k_after_bans(
     logits: torch.Tensor, banned_ids: torch.Tensor, banned_values: torch.Tensor, slots: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The k = ``len(slots)`` best log-probabilities of each row after the bans, renormalized over what
-    the bans left, their ids, and ``log_mass (N, 1)``, the log of the probability the bans left.
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The logits after the bans (-inf at each); the k = ``len(slots)`` best log-probabilities of each
+    row after the bans, renormalized over what the bans left, and their ids; ``log_mass (N, 1)``, the
+    log of the probability the bans left. A padding entry of the bans (value 0) names an id its row does
+    not ban, and the graph writes that id's own logit back.
 
-    One log-softmax over the vocabulary, not two (the second took 2 ms of a 75 ms INT8 step at 64 rows;
-    BENCHMARKS.md): the candidates are the top logits after the bans less the log-sum-exp of what the
-    bans left, read off the log-softmax at the best id; the bans' share is a log-softmax of that
-    log-sum-exp against the few banned logits, which never cancels, even when a banned id held nearly
-    all the probability."""
-    allowed = logits.scatter_add(1, banned_ids, banned_values)  # -inf at every ban, 0 added at padding
+    One log-softmax over the vocabulary, not two (the second took 2 ms of a 75 ms INT8 step at 64 rows):
+    the candidates are the top logits after the bans less the log-sum-exp of what the bans left, read
+    off the log-softmax at the best id; the bans' share is a log-softmax of that log-sum-exp against the
+    few banned logits, which never cancels, even when a banned id held nearly all the probability. The
+    bans are written into the logits themselves: their values are read first (the written values depend
+    on them), and nothing else reads the logits after, so ONNX Runtime writes in place instead of
+    copying (N, V) floats (2 ms at 64 rows; BENCHMARKS.md)."""
+    at_bans, is_ban = logits.gather(1, banned_ids), banned_values < 0
+    allowed = logits.scatter(1, banned_ids, torch.where(is_ban, banned_values, at_bans))
     top, ids = exact_top_k(allowed, slots)
     log_sum = top[:, :1] - allowed.log_softmax(-1).gather(1, ids[:, :1])
-    banned = torch.where(banned_values < 0, logits.gather(1, banned_ids), float("-inf"))
-    return top - log_sum, ids, torch.cat([log_sum, banned], dim=1).log_softmax(-1)[:, :1]
+    banned = torch.where(is_ban, at_bans, float("-inf"))
+    return allowed, top - log_sum, ids, torch.cat([log_sum, banned], dim=1).log_softmax(-1)[:, :1]
 
 
 def padding_bias(mask: torch.Tensor) -> torch.Tensor:
@@ -415,7 +421,7 @@ class DecoderGraph(nn.Module):
         if a.output_scale != 1.0:
             last = last * a.output_scale
         logits = a.tokens.logits(last)
-        top_logprobs, top_ids, log_mass = top_k_after_bans(logits, banned_ids, banned_values, top_k_slots)
+        logits, top_logprobs, top_ids, log_mass = top_k_after_bans(logits, banned_ids, banned_values, top_k_slots)
         return (logits[: logit_rows.shape[0]], top_logprobs, top_ids, log_mass, *present)
 
 

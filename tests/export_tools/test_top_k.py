@@ -1,7 +1,7 @@
 """The decoder's top-k as ONNX Runtime runs it. ``exact_top_k``, in two stages: the same values and ids as
 one TopK over the vocabulary, equal values in id order, whatever the vocabulary size and k.
-``top_k_after_bans``: the candidates renormalized over what the bans left and the log of that share,
-against float64, a banned id holding nearly all the probability included."""
+``top_k_after_bans``: the logits after the bans, the candidates renormalized over what the bans left
+and the log of that share, against float64, a banned id holding nearly all the probability included."""
 
 from __future__ import annotations
 
@@ -67,13 +67,13 @@ def test_candidates_after_bans_are_renormalized_and_the_mass_left_turns_them_bac
         torch.zeros(4, dtype=torch.long),
     )
     axes = {"logits": {0: "rows", 1: "vocab"}, "banned_ids": {0: "rows", 1: "m"}, "banned_values": {0: "rows", 1: "m"}}
-    _trace(AfterBans(), example, path, names, ["values", "ids", "log_mass"], axes | {"slots": {0: "k"}})
+    _trace(AfterBans(), example, path, names, ["allowed", "values", "ids", "log_mass"], axes | {"slots": {0: "k"}})
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     logits = (np.random.default_rng(model_seed).standard_normal((4, 3000)) * 4).astype(np.float32)
     banned_ids = np.array([[0, 0], [7, 0], [7, 12], [5, 9]])
     banned_values = np.array([[0, 0], [-np.inf, 0], [-np.inf, -np.inf], [-np.inf, -np.inf]], dtype=np.float32)
     logits[1, 7] = logits[3, 5] = 200.0  # rows 1 and 3: a banned id holds all but e^-180 of the probability
-    values, ids, log_mass = session.run(
+    allowed_logits, values, ids, log_mass = session.run(
         None, dict(zip(names, [logits, banned_ids, banned_values, np.zeros(4, np.int64)]))
     )
 
@@ -82,6 +82,7 @@ def test_candidates_after_bans_are_renormalized_and_the_mass_left_turns_them_bac
     for row, (banned, value) in enumerate(zip(banned_ids, banned_values)):
         allowed[row, banned[value < 0]] = -np.inf
     top = np.argsort(-allowed, axis=1, kind="stable")[:, :4]
+    np.testing.assert_array_equal(allowed_logits, allowed.astype(np.float32))  # padding leaves its id alone
     np.testing.assert_array_equal(ids, top)
     np.testing.assert_allclose(values, np.take_along_axis(allowed - _log_sum_exp(allowed), top, 1), atol=2e-5)
     np.testing.assert_allclose(log_mass, _log_sum_exp(allowed) - _log_sum_exp(exact), rtol=1e-6, atol=2e-6)

@@ -156,7 +156,8 @@ class Inference:
         """One decoder step for the last of ``tokens``.
 
         With ``top_k``: the k best log-probabilities after ``bans`` (``banned_ids``, ``banned_values``,
-        both ``(rows, M)``), computed in the graph. Without: the full logits.
+        both ``(rows, M)``: ``LogitFilters.ban_arrays``), computed in the graph. Without: the full
+        logits (after ``bans``, if any).
         """
         banned_ids, banned_values = bans if bans is not None else self._no_bans(len(tokens))
         host = {

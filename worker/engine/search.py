@@ -291,13 +291,14 @@ class LogitFilters:
         return rows
 
     def ban_arrays(self, sequences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The bans as the decoder graph takes them: ``banned_ids (rows, M)`` and ``banned_values`` (-inf,
-        or 0 where a row has fewer than M bans)."""
+        """The bans as the decoder graph takes them: ``banned_ids (rows, M)`` and ``banned_values`` -inf;
+        where a row has fewer than M bans, the rest is padding: value 0 at an id the row does not ban."""
         bans = [sorted(b) for b in self.bans(sequences)]
         width = max(1, max(map(len, bans)))
         ids = np.zeros((len(bans), width), dtype=np.int64)
         values = np.zeros((len(bans), width), dtype=np.float32)
         for row, banned in enumerate(bans):
+            ids[row] = min(set(range(len(banned) + 1)) - set(banned))
             ids[row, : len(banned)], values[row, : len(banned)] = banned, -np.inf
         return ids, values
 

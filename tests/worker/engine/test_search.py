@@ -340,11 +340,11 @@ def test_filters_come_in_generates_order_and_the_first_forced_token_wins() -> No
     assert LogitFilters.of(DecodingOptions(), VOCAB, None).filters == []
 
 
-def test_bans_reach_the_graph_padded_to_the_longest_row() -> None:
+def test_bans_reach_the_graph_padded_to_the_longest_row_at_an_id_the_row_does_not_ban() -> None:
     filters = LogitFilters([SuppressTokens([5]), NoRepeatNGram(2)])
-    ids, values = filters.ban_arrays(np.array([[0, 2, 3, 2], [0, 2, 3, 4]]))
-    assert ids.tolist() == [[3, 5], [5, 0]]
-    assert values.tolist() == [[-np.inf, -np.inf], [-np.inf, 0.0]]
+    ids, values = filters.ban_arrays(np.array([[0, 2, 3, 2, 4, 2], [0, 7, 0, 7, 0, 7], [0, 2, 3, 4, 6, 8]]))
+    assert ids.tolist() == [[3, 4, 5], [0, 5, 1], [5, 0, 0]]  # the graph writes a padding id's own logit back
+    assert values.tolist() == [[-np.inf] * 3, [-np.inf, -np.inf, 0.0], [-np.inf, 0.0, 0.0]]
 
 
 # -- options for a batch --------------------------------------------------------------------------
