@@ -33,7 +33,7 @@ Attention takes the past and the new tokens apart (one softmax over both), so th
 concatenated either.
 
 The search's bans (suppressed ids, EOS before the minimum length, repeated n-grams) reach the graph
-as ``banned_values`` (-inf, or 0 for padding) added at ``banned_ids`` to the logits, so the top-k
+as ``banned_values`` (-inf, or 0 for padding) written at ``banned_ids`` into the logits, so the top-k
 candidates are exact whatever is banned. ``top_logprobs`` are renormalized over what the bans left, as
 ``generate`` scores with ``renormalize_logits`` (every Helsinki-NLP model asks for it); ``log_mass``
 (the log of the probability the bans left) turns them back into log-probabilities of the whole
