@@ -26,7 +26,7 @@ from export_tools import architectures, calibration, precision, tokenization
 from export_tools.architectures import Architecture, ExportError
 from export_tools.export import OPSET, export_fp32, layer_shape, select_graph
 from export_tools.request import check_request
-from export_tools.weights import save_shared
+from export_tools.weights import save_shared, token_rows_as_input
 from worker.artifact import ARTIFACT_FORMAT, MANIFEST, file_entries, sha256_file
 
 
@@ -120,7 +120,8 @@ def calibrate(source: Source, fp32: dict[str, onnx.ModelProto], sentences: Seque
 def write_precisions(
     fp32: dict[str, onnx.ModelProto], wanted: Sequence[str], root: Path, calibrated: Calibrated | None = None
 ) -> dict[str, Any]:
-    """Each precision's graphs under ``root/<precision>/`` with one shared weights file."""
+    """Each precision's graphs under ``root/<precision>/`` with one shared weights file, the token table
+    looked up by the worker (``token_rows_as_input``)."""
     out: dict[str, Any] = {}
     for name in wanted:
         say(f"writing {name} graphs")
@@ -138,10 +139,11 @@ def write_precisions(
                 "encoder": precision.to_fp16(fp32["encoder"], []),
                 "decoder": precision.to_fp16(fp32["decoder"], precision.FP32_DECODER_IO),
             }
+        token_table = token_rows_as_input(models)
         models["select"] = select_graph(models["decoder"])
         io = {k: _graph_io(m) for k, m in models.items()}
         ops = {k: precision.quantization_summary(m) for k, m in models.items()}
-        sizes = save_shared(models, root / name)
+        sizes = save_shared(models, root / name, token_table)
         out[name] = {
             "graphs": {k: f"{name}/{k}.onnx" for k in models},
             "weights": f"{name}/weights.bin",
@@ -150,6 +152,7 @@ def write_precisions(
             "stored_bytes": sizes["stored_bytes"],
             "referenced_bytes": sizes["referenced_bytes"],
             "shared_weights": sizes["shared"],
+            "token_table": sizes["token_table"],
             **extra,
         }
     return out

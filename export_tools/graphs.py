@@ -44,7 +44,8 @@ sentence's score then depend on its batch).
 
 The token embedding and the LM head share one ``(d_model, vocab)`` tensor when the model ties
 them: the LM head is a plain MatMul with it and the lookup is a Gather along axis 1, so the
-weight is stored once and the quantizer sees a MatMul with an initializer.
+weight is stored once and the quantizer sees a MatMul with an initializer. The stored graphs then take
+the looked-up rows as an input instead (``token_rows``: ``weights.token_rows_as_input``).
 """
 
 from __future__ import annotations

@@ -32,6 +32,8 @@ from onnx import numpy_helper
 from onnxruntime.quantization import QuantType, quantize_dynamic
 from onnxruntime.transformers.float16 import convert_float_to_float16
 
+from export_tools.weights import gather_axis
+
 QUANTIZED_OPS = ("MatMulInteger", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QGemm", "MatMulNBits")
 FP32_OPS = [
     "LayerNormalization",
@@ -106,9 +108,8 @@ def signed_tables(quantized: onnx.ModelProto, fp32: onnx.ModelProto) -> onnx.Mod
     tensors = {t.name: t for t in quantized.graph.initializer}
     uint8 = {name for name, t in tensors.items() if t.data_type == onnx.TensorProto.UINT8}
     tables = {n.input[1] for n in quantized.graph.node if n.op_type == "MatMulInteger" and n.input[1] in uint8}
-    tables |= {
-        n.input[0] for n in quantized.graph.node if n.op_type == "Gather" and _axis(n) == 1 and n.input[0] in uint8
-    }
+    lookups = [n for n in quantized.graph.node if n.op_type == "Gather" and gather_axis(n) == 1]
+    tables |= {n.input[0] for n in lookups if n.input[0] in uint8}
     for name in tables:
         _requantize_per_token(tensors[name], numpy_helper.to_array(originals[name.removesuffix("_quantized")]), tensors)
     producer = {out: node for node in quantized.graph.node for out in node.output}
@@ -116,7 +117,7 @@ def signed_tables(quantized: onnx.ModelProto, fp32: onnx.ModelProto) -> onnx.Mod
     for node in quantized.graph.node:
         lookup = producer.get(node.input[0]) if node.op_type == "DequantizeLinear" else None
         if lookup is not None and lookup.op_type == "Gather" and lookup.input[0] in tables:
-            if _axis(lookup) != 1:
+            if gather_axis(lookup) != 1:
                 raise ValueError(f"{lookup.input[0]} is looked up along axis 0: expected a (d_model, vocab) table")
             nodes += _dequantized_lookup(node, lookup)
         else:
@@ -124,10 +125,6 @@ def signed_tables(quantized: onnx.ModelProto, fp32: onnx.ModelProto) -> onnx.Mod
     del quantized.graph.node[:]
     quantized.graph.node.extend(nodes)
     return quantized
-
-
-def _axis(node: onnx.NodeProto) -> int:
-    return next((a.i for a in node.attribute if a.name == "axis"), 0)
 
 
 def _requantize_per_token(table: onnx.TensorProto, weights: np.ndarray, tensors: dict[str, onnx.TensorProto]) -> None:

@@ -11,28 +11,34 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 # 2: per-request languages in the tokenizer section, bans and log_mass in the decoder graph;
 # 3: the decoder reads the self-attention cache through cache_index and returns only the new K/V;
 #    the weights both graphs read are listed (shared_weights);
 # 4: the decoder returns the full logits only for the rows logit_rows asks for;
-# 5: top_logprobs are renormalized over what the bans left (log_mass turns them back)
-ARTIFACT_FORMAT = 5
+# 5: top_logprobs are renormalized over what the bans left (log_mass turns them back);
+# 6: the token table is stored (vocab, d_model) and looked up by the worker (token_table, token_rows)
+ARTIFACT_FORMAT = 6
 MANIFEST = "manifest.json"
 REPORT = "report.json"  # written after the hashes (it holds verification results), so not hashed
 PRECISIONS = ("fp32", "int8", "int8-static", "fp16")  # what an artifact may hold (export_tools/precision.py)
 UNHASHED = {MANIFEST, REPORT}
 
 
-class SharedWeights(TypedDict):
-    """A tensor of a precision's ``weights.bin`` that more than one graph reads (the token table), with
-    each graph's initializer names for it: the worker maps it once for all its sessions."""
+class StoredTensor(TypedDict):
+    """Where a tensor lies in a precision's ``weights.bin``."""
 
     offset: int
     length: int
     dtype: str
     shape: list[int]
+
+
+class SharedWeights(StoredTensor):
+    """A tensor that more than one graph reads (positions, the token table's scales), with each graph's
+    initializer names for it: the worker maps it once for all its sessions."""
+
     names: dict[str, list[str]]
 
 
@@ -121,6 +127,10 @@ class Artifact:
 
     def shared_weights(self, precision: str) -> list[SharedWeights]:
         return list(self.manifest["precisions"][precision]["shared_weights"])
+
+    def token_table(self, precision: str) -> StoredTensor:
+        """The ``(vocab, d_model)`` token table, whose rows the worker reads for the graphs' ``token_rows``."""
+        return cast(StoredTensor, self.manifest["precisions"][precision]["token_table"])
 
     def generation_config(self) -> dict[str, Any]:
         return dict(json.loads((self.root / "generation_config.json").read_text()))

@@ -100,21 +100,30 @@ def test_weights_are_stored_once(arch: str, artifacts: Mapping[str, Path], tiny_
     assert fp32["stored_bytes"] < sum(unique.values()) + table // 2
 
 
-@every_int8
-def test_int8_token_table_is_one_tensor_for_both_graphs(arch: str, precision: str, artifacts) -> None:
-    """The lookup (both graphs) and the LM head (decoder) read the same 8-bit table, stored once."""
-    manifest = json.loads((artifacts[arch] / "manifest.json").read_text())
-    where = []
-    for graph in ("encoder", "decoder"):
-        model = onnx.load(
-            str(artifacts[arch] / manifest["precisions"][precision]["graphs"][graph]), load_external_data=False
-        )
-        where += [
-            (t.data_type, dict((e.key, e.value) for e in t.external_data)["offset"])
-            for t in model.graph.initializer
-            if t.name.startswith("arch.tokens.table") and t.name.endswith("_quantized")
-        ]
-    assert len(where) == 2 and where[0] == where[1] and where[0][0] == onnx.TensorProto.INT8, where
+@every_model
+def test_the_token_table_is_stored_once_and_looked_up_by_the_worker(arch: str, artifacts, tiny_models) -> None:
+    """No graph looks tokens up (INT8 looks up their scales only): both take the rows as ``token_rows``.
+    The manifest's ``token_table`` is the model's embedding ``(vocab, d_model)`` (fp32: exactly), and the
+    tied LM head reads those very bytes."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    embedding = AutoModelForSeq2SeqLM.from_pretrained(tiny_models[arch]).get_input_embeddings().weight.detach()
+    root = artifacts[arch]
+    for name, precision in json.loads((root / "manifest.json").read_text())["precisions"].items():
+        table = precision["token_table"]
+        assert table["shape"] == list(embedding.shape), name
+        for graph in ("encoder", "decoder"):
+            model = onnx.load(str(root / precision["graphs"][graph]), load_external_data=False).graph
+            assert "token_rows" in [i.name for i in model.input], (name, graph)
+            tables = [n.input[0] for n in model.node if n.op_type == "Gather" and n.input[0].startswith("arch.tokens")]
+            assert all(t.endswith("_scale") for t in tables), (name, graph, tables)
+        decoder = onnx.load(str(root / precision["graphs"]["decoder"]), load_external_data=False).graph
+        head = [t for t in decoder.initializer if t.name.startswith("arch.tokens.table")]
+        offsets = [e.value for t in head for e in t.external_data if e.key == "offset" and t.name.endswith("_rows")]
+        assert offsets == [str(table["offset"])], (name, [t.name for t in head])
+        if name == "fp32":
+            stored = np.fromfile(root / precision["weights"], np.float32, embedding.numel(), offset=table["offset"])
+            assert np.array_equal(stored.reshape(embedding.shape), embedding.numpy())
 
 
 @every_model
@@ -136,7 +145,7 @@ def test_manifest_records_what_the_worker_needs(arch: str, artifacts: Mapping[st
 @every_model
 def test_weights_both_graphs_read_are_listed_where_they_lie(arch: str, artifacts: Mapping[str, Path]) -> None:
     """``shared_weights`` say where each graph's tensors of those names lie in ``weights.bin`` (the worker
-    maps them once for both sessions); the token table is among them in every family."""
+    maps them once for both sessions)."""
     root = artifacts[arch]
     for precision in json.loads((root / "manifest.json").read_text())["precisions"].values():
         paths = precision["graphs"].items()
@@ -149,9 +158,6 @@ def test_weights_both_graphs_read_are_listed_where_they_lie(arch: str, artifacts
                     where = {e.key: e.value for e in tensor.external_data}
                     dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).name
                     assert (int(where["offset"]), int(where["length"]), list(tensor.dims), dtype) == listed, graph
-        table = max(precision["shared_weights"], key=lambda entry: entry["length"])
-        assert {"encoder", "decoder"} <= set(table["names"]), precision["shared_weights"]
-        assert all("tokens.table" in name for name in table["names"]["encoder"] + table["names"]["decoder"])
 
 
 class FetchingLogits:

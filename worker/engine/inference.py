@@ -10,6 +10,12 @@ The search makes the buffers once per batch, as large as its longest sentence ca
 their own (``lazy_zeros``): resident only as far as written, never grown by a copy, and given back to
 the system when the batch ends.
 
+The token table is the worker's too (``TokenRows``): the graphs take the rows of the ids they are
+given as ``token_rows``, read from the artifact's weights file as they are needed. Read, not mapped:
+rows sit in the page cache, shared by every worker of the node and never in a process's resident
+memory; a lookup over a mapping made the whole table resident (one token's vector was a column of the
+LM head's ``(d_model, vocab)`` tensor, and the kernel maps page-cache folios of up to 2 MiB).
+
 Two ways to call the sessions, behind one interface:
 * plain ``run`` with numpy arrays (CPU);
 * IO binding (``io_binding=True``; always on CUDA): cross-attention K/V are OrtValues on the sessions'
@@ -23,12 +29,15 @@ from __future__ import annotations
 
 import math
 import mmap
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+
+from worker.artifact import StoredTensor
 
 _NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 Cache = list[Any]  # cross-attention K/V per layer: numpy arrays, or OrtValues under IO binding
@@ -92,6 +101,27 @@ def lazy_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, max(size, 1)), dtype, count).reshape(shape)
 
 
+class TokenRows:
+    """Rows of a ``(vocab, d_model)`` token ``table`` stored in the file at ``path``, read with ``pread``."""
+
+    def __init__(self, path: str | os.PathLike[str], table: StoredTensor) -> None:
+        self.offset, self.dtype = table["offset"], np.dtype(table["dtype"])
+        self.vocab, self.width = table["shape"]
+        self._row = self.width * self.dtype.itemsize
+        self._file = open(path, "rb", buffering=0)  # closed with this object
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """``(ids.size, d_model)``: the row of each id, in order."""
+        unique, where = np.unique(ids, return_inverse=True)
+        if len(unique) and not 0 <= unique[0] <= unique[-1] < self.vocab:
+            raise ValueError(f"token ids must lie in [0, {self.vocab}), got {unique[0]}..{unique[-1]}")
+        found = np.empty((len(unique), self.width), self.dtype)
+        for row, token in zip(found, unique.tolist()):
+            if os.preadv(self._file.fileno(), [row], self.offset + token * self._row) != self._row:
+                raise OSError(f"{self._file.name}: the token table ends before row {token}")
+        return found[where.reshape(-1)]
+
+
 @dataclass
 class Step:
     """One decoder step: the top-k log-probabilities after the bans, renormalized over what they left,
@@ -119,10 +149,14 @@ class Inference:
         encoder: ort.InferenceSession,
         decoder: ort.InferenceSession,
         *,
+        tokens: TokenRows | None = None,
         io_binding: bool = False,
         select: ort.InferenceSession | None = None,
     ):
+        """``tokens``: the table that the graphs' ``token_rows`` come from; every stored graph reads them
+        (``None`` for graphs that look up their own, as calibration's fp32 graphs before storing)."""
         self.encoder, self.decoder, self.select_session = encoder, decoder, select
+        self.tokens = tokens
         inputs = decoder.get_inputs()
         self.cross_names = [i.name for i in inputs if i.name.startswith("cross.")]
         self.cache_names = [i.name for i in inputs if i.name.startswith("cache.")]
@@ -138,7 +172,7 @@ class Inference:
     # -- encoder -----------------------------------------------------------------------------------
 
     def encode(self, ids: np.ndarray, mask: np.ndarray) -> EncoderState:
-        feeds = {"input_ids": ids, "attention_mask": mask}
+        feeds = {"input_ids": ids, "attention_mask": mask} | self._token_rows(ids)
         if not self.bound:
             return EncoderState(list(self.encoder.run(self.cross_names, feeds)), mask)
         return EncoderState(self._run_bound(self.encoder, feeds, {}, [], self.cross_names)[1], mask)
@@ -167,7 +201,7 @@ class Inference:
             "logit_rows": self._no_rows if top_k else np.zeros(len(tokens), dtype=np.int64),
             "banned_ids": banned_ids,
             "banned_values": banned_values,
-        }
+        } | self._token_rows(tokens)
         heads = ["top_logprobs", "top_ids", "log_mass"] if top_k else ["logits"]
         buffers = past.buffers if self.device == "cpu" else past.written_positions()
         host |= {"cache_index": past.index()} | dict(zip(self.cache_names, buffers))
@@ -181,6 +215,9 @@ class Inference:
         if top_k:
             return Step(out[0], out[1], out[2], present)
         return Step(out[0], None, None, present)
+
+    def _token_rows(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        return {"token_rows": self.tokens.rows(ids)} if self.tokens is not None else {}
 
     @staticmethod
     def _no_bans(rows: int) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ import numpy as np
 import onnxruntime as ort
 
 from worker.artifact import Artifact
-from worker.engine.inference import Inference
+from worker.engine.inference import Inference, TokenRows
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +53,10 @@ def make_session(
 
 def shared_initializers(artifact: Artifact, precision: str) -> dict[str, dict[str, ort.OrtValue]]:
     """Per graph, ``{initializer name: OrtValue}`` over one read-only mapping of each tensor that several
-    graphs read (``shared_weights`` in the manifest: the token table). ONNX Runtime maps every session's
-    initializers on its own, so without this the encoder's and the decoder's copies of the table were
-    both resident (-28 MiB peak on the engine benchmark; BENCHMARKS.md). The bytes are those the
-    manifest's sha256 covered when the artifact was loaded."""
+    graphs read (``shared_weights`` in the manifest: positions, the token table's INT8 scales). ONNX
+    Runtime maps every session's initializers on its own, so without this both graphs' copies were
+    resident (-28 MiB peak on the engine benchmark when the graphs still looked up the token table;
+    BENCHMARKS.md). The bytes are those the manifest's sha256 covered when the artifact was loaded."""
     found: dict[str, dict[str, ort.OrtValue]] = {}
     for entry in artifact.shared_weights(precision):
         shape = tuple(entry["shape"])
@@ -115,6 +115,7 @@ class SessionPool:
         self._lock = threading.Lock()
         self._idle: queue.Queue[Inference] = queue.Queue()
         self._shared: dict[str, dict[str, ort.OrtValue]] = {}  # per graph: the weights its sessions share
+        self._tokens: TokenRows | None = None
 
     @contextmanager
     def acquire(self) -> Iterator[Inference]:
@@ -131,6 +132,7 @@ class SessionPool:
                 return
             self._idle = queue.Queue()
             self._shared = shared_initializers(self.artifact, self.precision) if self.device == "cpu" else {}
+            self._tokens = TokenRows(self.artifact.weights(self.precision), self.artifact.token_table(self.precision))
             for _ in range(self.size):
                 self._idle.put(self._make())
             self._pid = os.getpid()
@@ -140,7 +142,7 @@ class SessionPool:
         bound = self.io_binding or self.device == "cuda"
         select = self._session("select") if bound and "select" in graphs else None
         encoder, decoder = self._session("encoder"), self._session("decoder")
-        return Inference(encoder, decoder, io_binding=self.io_binding, select=select)
+        return Inference(encoder, decoder, tokens=self._tokens, io_binding=self.io_binding, select=select)
 
     def _session(self, graph: str) -> ort.InferenceSession:
         path = self.artifact.graph(self.precision, graph)
