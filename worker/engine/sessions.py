@@ -47,6 +47,11 @@ def make_session(
     if device == "cpu":
         _shared_cpu_arena()
         options.add_session_config_entry("session.use_env_allocators", "1")
+        # ONNX Runtime's memory pattern takes a run's planned intermediate tensors from the arena as one
+        # block per set of input shapes. With it the second batch of the engine benchmark grew the arena by
+        # 12 MiB, whichever batch came first. Off, each tensor is taken on its own: peak RSS int8 303 -> 290
+        # MiB, fp32 557 -> 519, token-budget batches 435 -> 352, speed equal (BENCHMARKS.md).
+        options.enable_mem_pattern = False
     options.log_severity_level = 3
     return ort.InferenceSession(str(path), sess_options=options, providers=providers_for(device))
 
@@ -69,8 +74,10 @@ def shared_initializers(artifact: Artifact, precision: str) -> dict[str, dict[st
 
 # The CPU arena's first region: address space, resident only as far as it is used. ONNX Runtime's default
 # (1 MiB, each further region twice the last) left a batch's blocks spread over regions that the next
-# batch's sizes no longer fitted: peak 378 -> 357 MiB on the engine benchmark at this size, speed equal.
-ARENA_FIRST_REGION = 128 << 20
+# batch's sizes no longer fitted: peak 378 -> 357 MiB on the engine benchmark at 128 MiB, speed equal.
+# Without the memory pattern, four batches of 16 in one process peaked at 288 MiB (32 MiB region), 289
+# (64), 299 (128), 304 (256).
+ARENA_FIRST_REGION = 64 << 20
 
 
 @functools.cache
