@@ -149,14 +149,14 @@ class Inference:
         encoder: ort.InferenceSession,
         decoder: ort.InferenceSession,
         *,
-        tokens: TokenRows | None = None,
+        token_rows: TokenRows | None = None,
         io_binding: bool = False,
         select: ort.InferenceSession | None = None,
     ):
-        """``tokens``: the table that the graphs' ``token_rows`` come from; every stored graph reads them
+        """``token_rows``: where the graphs' ``token_rows`` come from; every stored graph reads them
         (``None`` for graphs that look up their own, as calibration's fp32 graphs before storing)."""
         self.encoder, self.decoder, self.select_session = encoder, decoder, select
-        self.tokens = tokens
+        self.token_rows = token_rows
         inputs = decoder.get_inputs()
         self.cross_names = [i.name for i in inputs if i.name.startswith("cross.")]
         self.cache_names = [i.name for i in inputs if i.name.startswith("cache.")]
@@ -172,7 +172,7 @@ class Inference:
     # -- encoder -----------------------------------------------------------------------------------
 
     def encode(self, ids: np.ndarray, mask: np.ndarray) -> EncoderState:
-        feeds = {"input_ids": ids, "attention_mask": mask} | self._token_rows(ids)
+        feeds = {"input_ids": ids, "attention_mask": mask} | self._looked_up(ids)
         if not self.bound:
             return EncoderState(list(self.encoder.run(self.cross_names, feeds)), mask)
         return EncoderState(self._run_bound(self.encoder, feeds, {}, [], self.cross_names)[1], mask)
@@ -201,7 +201,7 @@ class Inference:
             "logit_rows": self._no_rows if top_k else np.zeros(len(tokens), dtype=np.int64),
             "banned_ids": banned_ids,
             "banned_values": banned_values,
-        } | self._token_rows(tokens)
+        } | self._looked_up(tokens)
         heads = ["top_logprobs", "top_ids", "log_mass"] if top_k else ["logits"]
         buffers = past.buffers if self.device == "cpu" else past.written_positions()
         host |= {"cache_index": past.index()} | dict(zip(self.cache_names, buffers))
@@ -216,8 +216,8 @@ class Inference:
             return Step(out[0], out[1], out[2], present)
         return Step(out[0], None, None, present)
 
-    def _token_rows(self, ids: np.ndarray) -> dict[str, np.ndarray]:
-        return {"token_rows": self.tokens.rows(ids)} if self.tokens is not None else {}
+    def _looked_up(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        return {"token_rows": self.token_rows.rows(ids)} if self.token_rows is not None else {}
 
     @staticmethod
     def _no_bans(rows: int) -> tuple[np.ndarray, np.ndarray]:

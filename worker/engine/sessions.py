@@ -122,7 +122,7 @@ class SessionPool:
         self._lock = threading.Lock()
         self._idle: queue.Queue[Inference] = queue.Queue()
         self._shared: dict[str, dict[str, ort.OrtValue]] = {}  # per graph: the weights its sessions share
-        self._tokens: TokenRows | None = None
+        self._token_rows: TokenRows | None = None
 
     @contextmanager
     def acquire(self) -> Iterator[Inference]:
@@ -139,7 +139,8 @@ class SessionPool:
                 return
             self._idle = queue.Queue()
             self._shared = shared_initializers(self.artifact, self.precision) if self.device == "cpu" else {}
-            self._tokens = TokenRows(self.artifact.weights(self.precision), self.artifact.token_table(self.precision))
+            table = self.artifact.token_table(self.precision)
+            self._token_rows = TokenRows(self.artifact.weights(self.precision), table)
             for _ in range(self.size):
                 self._idle.put(self._make())
             self._pid = os.getpid()
@@ -149,7 +150,7 @@ class SessionPool:
         bound = self.io_binding or self.device == "cuda"
         select = self._session("select") if bound and "select" in graphs else None
         encoder, decoder = self._session("encoder"), self._session("decoder")
-        return Inference(encoder, decoder, tokens=self._tokens, io_binding=self.io_binding, select=select)
+        return Inference(encoder, decoder, token_rows=self._token_rows, io_binding=self.io_binding, select=select)
 
     def _session(self, graph: str) -> ort.InferenceSession:
         path = self.artifact.graph(self.precision, graph)
