@@ -98,7 +98,8 @@ def _quantized_weights(model: onnx.ModelProto) -> onnx.ModelProto:
 def signed_tables(quantized: onnx.ModelProto, fp32: onnx.ModelProto) -> onnx.ModelProto:
     """The tied token table (``(d_model, vocab)``, looked up by a ``Gather`` along axis 1 and multiplied by
     the LM head's ``MatMulInteger``) as 7-bit signed with a scale per token, like the other weights; in
-    the encoder too, where only the lookup reads it, so both graphs store the same bytes once.
+    the encoder too, where only the lookup reads it: both graphs' tables must be the same bytes, as the
+    worker reads one stored table for both (``weights.token_rows_as_input``).
 
     ``quantize_dynamic`` gives a Gather's table the activations' type, uint8 with one zero point, which
     puts the LM head, the largest product of a step, on the uint8 x uint8 kernel: half as fast as uint8 x

@@ -70,19 +70,17 @@ def token_rows_as_input(models: dict[str, onnx.ModelProto]) -> TensorProto:
     tied LM head then reads through a ``Transpose``; the graphs' arithmetic is unchanged (the INT8
     per-token scales are still looked up inside, from a vector of ``vocab`` floats)."""
     tables = [_rows_as_input(model) for model in models.values()]
-    found = [table for table in tables if table is not None]
-    if not found or any(table.raw_data != found[0].raw_data for table in found):
-        raise ValueError("expected every graph that looks up tokens to look them up in one token table")
-    return found[0]
+    if any(table.raw_data != tables[0].raw_data for table in tables):
+        raise ValueError("expected every graph to look tokens up in one token table")
+    return tables[0]
 
 
-def _rows_as_input(model: onnx.ModelProto) -> TensorProto | None:
+def _rows_as_input(model: onnx.ModelProto) -> TensorProto:
+    """The worker feeds ``token_rows`` to every graph, so each must have exactly one token lookup."""
     graph = model.graph
     tensors = {t.name: t for t in graph.initializer}
     lookups = [n for n in graph.node if n.op_type == "Gather" and gather_axis(n) == 1 and n.input[0] in tensors]
-    if not lookups:
-        return None
-    if len(lookups) > 1:
+    if len(lookups) != 1:
         raise ValueError(f"{graph.name}: {len(lookups)} lookups along axis 1, expected one token lookup")
     (lookup,) = lookups
     columns = tensors[lookup.input[0]]

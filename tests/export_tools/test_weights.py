@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from export_tools.weights import DATA_FILE, save_shared, token_rows_as_input
+from worker.artifact import StoredTensor
 from worker.engine.inference import TokenRows
 
 D, V = 8, 300  # rows of 32 bytes: several to a page, so a row read at the wrong offset shows
@@ -72,10 +73,12 @@ def test_graphs_given_the_rows_the_worker_reads_compute_what_their_own_lookup_di
         assert len(got) == len(expected) and all(np.array_equal(a, b) for a, b in zip(got, expected)), name
 
 
-def test_an_id_outside_the_table_is_refused(tmp_path: Path) -> None:
+def test_rows_are_read_from_the_table_where_it_lies_and_an_id_outside_it_is_refused(tmp_path: Path) -> None:
     rows = np.arange(V * D, dtype=np.float32).reshape(V, D)
-    (tmp_path / DATA_FILE).write_bytes(rows.tobytes())
-    reader = TokenRows(tmp_path / DATA_FILE, {"offset": 0, "length": rows.nbytes, "dtype": "float32", "shape": [V, D]})
+    before = b"\xff" * 4096  # what lies before the table in weights.bin
+    (tmp_path / DATA_FILE).write_bytes(before + rows.tobytes())
+    table: StoredTensor = {"offset": len(before), "length": rows.nbytes, "dtype": "float32", "shape": [V, D]}
+    reader = TokenRows(tmp_path / DATA_FILE, table)
     assert np.array_equal(reader.rows(np.array([[V - 1, 3, V - 1]])), rows[[V - 1, 3, V - 1]])
     for bad in (V, -1):
         with pytest.raises(ValueError, match=f"token ids must lie in \\[0, {V}\\)"):
