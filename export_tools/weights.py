@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
-from worker.artifact import SharedWeights, StoredTensor
+from worker.artifact import TOKEN_ROWS, SharedWeights, StoredTensor
 
 DATA_FILE = "weights.bin"
 ALIGNMENT = 4096
@@ -58,9 +58,6 @@ def _initializers(model: onnx.ModelProto) -> list[TensorProto]:
                 found += graph.initializer
                 stack += graph.node
     return found
-
-
-TOKEN_ROWS = "token_rows"  # the graphs' input for the looked-up rows of the token table
 
 
 def token_rows_as_input(models: dict[str, onnx.ModelProto]) -> TensorProto:

@@ -24,6 +24,7 @@ MANIFEST = "manifest.json"
 REPORT = "report.json"  # written after the hashes (it holds verification results), so not hashed
 PRECISIONS = ("fp32", "int8", "int8-static", "fp16")  # what an artifact may hold (export_tools/precision.py)
 UNHASHED = {MANIFEST, REPORT}
+TOKEN_ROWS = "token_rows"  # the stored graphs' input: the rows of the token table the worker looked up
 
 
 class StoredTensor(TypedDict):

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from worker.artifact import StoredTensor
+from worker.artifact import TOKEN_ROWS, StoredTensor
 
 _NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 Cache = list[Any]  # cross-attention K/V per layer: numpy arrays, or OrtValues under IO binding
@@ -217,7 +217,7 @@ class Inference:
         return Step(out[0], None, None, present)
 
     def _looked_up(self, ids: np.ndarray) -> dict[str, np.ndarray]:
-        return {"token_rows": self.token_rows.rows(ids)} if self.token_rows is not None else {}
+        return {TOKEN_ROWS: self.token_rows.rows(ids)} if self.token_rows is not None else {}
 
     @staticmethod
     def _no_bans(rows: int) -> tuple[np.ndarray, np.ndarray]:
