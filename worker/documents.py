@@ -16,6 +16,7 @@ so does a Markdown line whose markup could not be lifted out (``markup_unparsed`
 
 from __future__ import annotations
 
+import bisect
 import re
 import time
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from contract import settings
 from worker.engine.search import DecodingOptions
 from worker.engine.translator import Translation, Translator
 from worker.memory import Memory
-from worker.text import markup
+from worker.text import markup, structure
 from worker.text.degeneration import SYMPTOMS, symptoms
 from worker.text.markup import Mark, Unit
 from worker.text.segment import Sentence, line_spans
@@ -36,7 +37,8 @@ from worker.text.windows import Window, plan_windows
 
 DEFAULT_BUDGET = 64  # source tokens per window (capped by the model's positions); ~4 demo-domain sentences
 # A sentence whose markup could not be lifted out went to the model markup and all: its document is partial.
-MARKUP_SYMPTOMS = frozenset({"markup_unparsed"})
+# A document whose translation lost or changed markup (``worker.text.structure``) says so too.
+MARKUP_SYMPTOMS = frozenset({"markup_unparsed", "markup_changed"})
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # what ends a paragraph of text or Markdown
 # Control and zero-width characters become spaces: offsets stay those of the source text.
 _INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u2028\u2029\u2060\ufeff]")
@@ -87,6 +89,7 @@ class _Plan:
     flags: set[str]  # the document's own
     sentence_flags: list[set[str]]
     translations: list[str] = field(default_factory=list)
+    crlf: list[int] = field(default_factory=list)  # offsets (in ``text``) of the line ends written ``\r\n``
     marked: list[str] = field(default_factory=list)  # the translations written in the format, markup back in
     limited: set[int] = field(default_factory=set)  # sentences whose window output hit the length limit
     reused: list[Translation] = field(default_factory=list)  # window outputs the memory gave
@@ -122,14 +125,15 @@ class DocumentTranslator:
                 f"document has {len(text):,} characters, more than the limit of {self.max_chars:,}: "
                 "split it into smaller documents"
             )
-        clean = sanitize(text)
-        flags: set[str] = {"cleaned"} if clean != text else set()
+        lines = text.replace("\r\n", "\n")  # line endings go back as they came (``_endings_back``)
+        clean = sanitize(lines)
+        flags: set[str] = {"cleaned"} if clean != lines else set()
         units = markup.units(clean, self.format)
         sentences: list[Sentence] = []
         sentence_flags: list[set[str]] = []
         for number, unit in enumerate(units):
             code = [(m.start, m.end) for m in unit.marks if m.verbatim]
-            for start, end, cut in line_spans(unit.plain):
+            for start, end, cut in _around_code(line_spans(unit.plain), code):
                 pieces = split_long(Sentence(start, end, number, unit.plain[start:end]), self._count, self.budget)
                 sentences += pieces
                 sentence_flags += [
@@ -144,7 +148,8 @@ class DocumentTranslator:
         windows = plan_windows(doc_id, counts, budget=self.budget, overlap=self.overlap, breaks=breaks)
         tokens = sum(sum(counts[w.start : w.end]) for w in windows)
         translations = [""] * len(sentences)
-        return _Plan(doc_id, clean, units, sentences, windows, tokens, flags, sentence_flags, translations)
+        crlf = _crlf_lines(text)
+        return _Plan(doc_id, clean, units, sentences, windows, tokens, flags, sentence_flags, translations, crlf)
 
     def translate(
         self, documents: Sequence[tuple[str, str]], options: DecodingOptions | None = None
@@ -161,7 +166,7 @@ class DocumentTranslator:
         self._guard(live, options)
         self._place_markup(live, options)
         per_token = (time.perf_counter() - started) / max(1, sum(p.tokens for p in live))
-        return [p if isinstance(p, DocumentResult) else _result(p, per_token) for p in plans]
+        return [p if isinstance(p, DocumentResult) else _result(p, per_token, self.format) for p in plans]
 
     def _plan_or_error(self, doc_id: str, text: str) -> _Plan | DocumentResult:
         started = time.perf_counter()
@@ -282,10 +287,15 @@ def _share(mark: Mark, sentences: list[Sentence], indices: list[int]) -> list[tu
     return [(indices[inside[0]], opening), (indices[inside[-1]], closing)]
 
 
-def _result(plan: _Plan, seconds_per_token: float) -> DocumentResult:
+def _result(plan: _Plan, seconds_per_token: float, fmt: str) -> DocumentResult:
     text, alignment = render(plan.text, plan.units, plan.sentences, plan.marked, plan.translations)
-    sentences = [SentenceResult(src, tgt, sorted(f)) for (src, tgt), f in zip(alignment, plan.sentence_flags)]
-    flags = plan.flags.union(*plan.sentence_flags)
+    changed = structure.differences(plan.text, text, fmt)
+    text, target_crlf = _endings_back(text, plan)
+    sentences = [
+        SentenceResult(_shifted(src, plan.crlf), _shifted(tgt, target_crlf), sorted(f))
+        for (src, tgt), f in zip(alignment, plan.sentence_flags)
+    ]
+    flags = plan.flags.union(*plan.sentence_flags) | ({"markup_changed"} if changed else set())
     status = "partial" if flags & (SYMPTOMS | MARKUP_SYMPTOMS) else "ok"
     timings = {"prepare": plan.prepare_seconds, "translate": plan.tokens * seconds_per_token}
     timings["total"] = timings["prepare"] + timings["translate"]
@@ -295,6 +305,35 @@ def _result(plan: _Plan, seconds_per_token: float) -> DocumentResult:
     )
 
 
+def _crlf_lines(text: str) -> list[int]:
+    """Where each ``\r\n`` of ``text`` ends a line, counted in the text with ``\n`` line ends."""
+    return [m.start() - k for k, m in enumerate(re.finditer("\r\n", text))]
+
+
+def _endings_back(translation: str, plan: _Plan) -> tuple[str, list[int]]:
+    """The translation with the source's line ends: line for line where it kept the source's lines
+    (Markdown and text always do), else ``\r\n`` throughout when the source wrote them throughout."""
+    if not plan.crlf:
+        return translation, []
+    ends = [m.start() for m in re.finditer("\n", translation)]
+    source_ends = [m.start() for m in re.finditer("\n", plan.text)]
+    if len(ends) == len(source_ends):
+        crlf = set(plan.crlf)
+        written = [at for at, source_at in zip(ends, source_ends) if source_at in crlf]
+    else:
+        written = ends if len(plan.crlf) == len(source_ends) else []
+    out, cursor = [], 0
+    for at in written:
+        out += [translation[cursor:at], "\r"]
+        cursor = at
+    return "".join(out) + translation[cursor:], written
+
+
+def _shifted(span: tuple[int, int], crlf: list[int]) -> tuple[int, int]:
+    """A span of the text with ``\n`` line ends as a span of the text as written (``crlf``: see ``_crlf_lines``)."""
+    return span[0] + bisect.bisect_left(crlf, span[0]), span[1] + bisect.bisect_left(crlf, span[1])
+
+
 def _covered(sentence: Sentence, spans: list[tuple[int, int]]) -> bool:
     """Whether ``spans`` (code) cover every non-blank character of the sentence."""
     return all(
@@ -302,6 +341,18 @@ def _covered(sentence: Sentence, spans: list[tuple[int, int]]) -> bool:
         for k in range(sentence.start, sentence.end)
         if not sentence.text[k - sentence.start].isspace()
     )
+
+
+def _around_code(spans: list[tuple[int, int, bool]], code: list[tuple[int, int]]) -> list[tuple[int, int, bool]]:
+    """Sentence spans joined where a boundary falls inside code (``idna.encode()``, ``.netrc``): code is
+    one piece, never translated in halves."""
+    joined: list[tuple[int, int, bool]] = []
+    for start, end, cut in spans:
+        if joined and any(a < joined[-1][1] and start < b for a, b in code):
+            joined[-1] = (joined[-1][0], end, joined[-1][2] or cut)
+        else:
+            joined.append((start, end, cut))
+    return joined
 
 
 def _copy_untranslatable(plans: list[_Plan]) -> None:

@@ -24,13 +24,16 @@ from html.parser import HTMLParser
 from typing import Any
 
 FORMATS = ("text", "markdown", "html")
+# An address in running text (``https://example.org/a_b``): copied as it stands, like code.
+BARE_ADDRESS = re.compile(r"\b(?:https?|ftp)://[!-~]*[^\s<>\"'`\[\]().,;:!?\x80-\U0010ffff]")
 
 
 @dataclass(frozen=True)
 class Mark:
     """Markup around ``plain[start:end]`` of its unit: ``open`` before, ``close`` after. ``verbatim``:
-    the enclosed text is code or an address and stays as it is. An atom (an image, ``<br>``, a tag never
-    closed) has ``start == end`` and no close; an element around no words has ``start == end`` and a close."""
+    the enclosed text is code or an address, and ``whole`` (the element as the source wrote it) goes
+    back instead of any translation of it. An atom (an image, ``<br>``, a tag never closed, an element
+    around no words) has ``start == end``, its source in ``open`` and no close."""
 
     start: int
     end: int
@@ -38,6 +41,7 @@ class Mark:
     close: str = ""
     verbatim: bool = False
     at: int = 0  # where the opening markup sits in the source: orders marks around the same words
+    whole: str = ""
 
 
 @dataclass
@@ -84,7 +88,7 @@ def text_units(document: str) -> list[Unit]:
 
 
 @functools.cache
-def _markdown() -> Any:
+def markdown_parser() -> Any:
     from markdown_it import MarkdownIt
 
     # Without text_join, entities and backslash escapes stay tokens of their own that name their source.
@@ -99,13 +103,17 @@ def markdown_units(document: str) -> list[Unit]:
     for line in lines:
         starts.append(starts[-1] + len(line) + 1)
     found: list[Unit] = []
-    tokens = _markdown().parse(document)
+    env: dict[str, Any] = {}  # the document's link reference definitions, for its lines' links
+    tokens = markdown_parser().parse(document, env)
     row_cursor: dict[int, int] = {}
     for i, token in enumerate(tokens):
         if token.type != "inline" or not token.content.strip():
             continue
         cell = tokens[i - 1].type in ("th_open", "td_open")
         first_line = token.map[0] if token.map else _row_line(tokens, i)
+        if not cell and _crosses_lines(token) and (unit := _paragraph_unit(token, lines, starts, env)):
+            found.append(unit)
+            continue
         for k, content in enumerate(token.content.split("\n")):
             number = first_line + k
             line = lines[number]
@@ -119,11 +127,37 @@ def markdown_units(document: str) -> list[Unit]:
             else:
                 at, raw = line.find(content, begin), content
             base = starts[number]
-            unit = _inline_unit(raw, base + at, cell) if at >= 0 else _raw_unit(line[begin:], base + begin)
+            unit = _inline_unit(raw, base + at, env, cell) if at >= 0 else _raw_unit(line[begin:], base + begin)
             row_cursor[number] = at + len(raw) if at >= 0 else len(line)
             if unit is not None:
                 found.append(unit)
     return sorted(found, key=lambda u: u.start)
+
+
+def _crosses_lines(token: Any) -> bool:
+    """Whether markup of the paragraph runs over a line break (a link, emphasis or code span wrapped)."""
+    depth, breaks = 0, 0
+    for child in token.children or []:
+        depth += child.nesting
+        if child.type in ("softbreak", "hardbreak"):
+            breaks += 1
+            if depth:
+                return True
+    return breaks != token.content.count("\n")
+
+
+def _paragraph_unit(token: Any, lines: list[str], starts: list[int], env: dict[str, Any]) -> Unit | None:
+    """The whole paragraph as one unit, its line breaks (with the quote markers or indentation after
+    them) kept as atoms; None where a line cannot be found as written."""
+    located = []
+    for k, content in enumerate(token.content.split("\n")):
+        at = lines[token.map[0] + k].find(content)
+        if at < 0:
+            return None
+        located.append((starts[token.map[0] + k] + at, content))
+    base, (last, tail) = located[0][0], located[-1]
+    breaks = [at - base for at, _ in located[1:]]
+    return _inline_unit("\n".join(lines)[base : last + len(tail)], base, env, children=token.children, breaks=breaks)
 
 
 def _row_line(tokens: list[Any], index: int) -> int:
@@ -134,11 +168,20 @@ def _row_line(tokens: list[Any], index: int) -> int:
     return 0
 
 
-def _inline_unit(text: str, base: int, cell: bool = False) -> Unit | None:
-    """A unit from one line of inline Markdown (or a table ``cell``); when markdown-it read it in a way
-    that cannot be mapped back to the source, the line as it stands (``raw``)."""
-    children = _markdown().parseInline(text)[0].children or []
-    match = _InlineMatch(text, cell)
+def _inline_unit(
+    text: str,
+    base: int,
+    env: dict[str, Any],
+    cell: bool = False,
+    children: list[Any] | None = None,
+    breaks: list[int] | None = None,
+) -> Unit | None:
+    """A unit from one line of inline Markdown (or a table ``cell``, or a paragraph whose markup runs
+    over lines: its ``children`` and where each line after the first starts, ``breaks``); when markdown-it
+    read it in a way that cannot be mapped back to the source, the text as it stands (``raw``)."""
+    if children is None:
+        children = markdown_parser().parseInline(text, env)[0].children or []
+    match = _InlineMatch(text, cell, breaks or [])
     try:
         plain, offsets, marks = match.run(children)
     except _Unmatched:
@@ -167,12 +210,12 @@ class _Unmatched(Exception):
 class _InlineMatch:
     """Walks markdown-it's inline tokens over the source line: plain text, its offsets, the marks."""
 
-    def __init__(self, source: str, cell: bool = False):
-        self.source, self.cursor, self.cell = source, 0, cell
+    def __init__(self, source: str, cell: bool = False, breaks: list[int] | None = None):
+        self.source, self.cursor, self.cell, self.breaks = source, 0, cell, breaks or []
         self.plain: list[str] = []
         self.offsets: list[int] = []
         self.marks: list[Mark] = []
-        self.open: list[tuple[int, int]] = []  # (plain offset, source offset) of marks still open
+        self.open: list[tuple[int, int, int]] = []  # (plain offset, source offset, marks before) of marks open
         self.autolink = False
         self.spaces: list[tuple[int, str, int]] = []  # (plain offset, source, source offset) of space entities
         self.escaped: set[str] = set()
@@ -231,63 +274,80 @@ class _InlineMatch:
         self.offsets += [at + k for k in range(len(text))] if each else [at] * len(text)
 
     def _softbreak(self, token: Any) -> None:
-        raise _Unmatched("softbreak")
+        """A line break inside the unit: a space to the model, and an atom that puts the break back, with
+        whatever the next line has before its text (``> ``, indentation, a hard break's spaces)."""
+        after = next((at for at in self.breaks if at > self.cursor), None)
+        newline = self.source.find("\n", self.cursor)
+        if after is None or not 0 <= newline < after or self.source[self.cursor : newline].strip(" \t\\"):
+            raise _Unmatched(token.type)
+        at, self.cursor = self.cursor, after
+        self.marks.append(Mark(len(self.plain), len(self.plain), self.source[at:after], at=at))
+        self._append(" ", at)
 
-    def _hardbreak(self, token: Any) -> None:
-        raise _Unmatched("hardbreak")
+    _hardbreak = _softbreak
 
     def _opening(self, markup: str) -> None:
-        self.open.append((len(self.plain), self._expect(markup)))
+        self.open.append((len(self.plain), self._expect(markup), len(self.marks)))
 
     def _closing(self, markup: str) -> None:
-        plain_start, source_start = self.open.pop()
+        plain_start, source_start, before = self.open.pop()
         open_text = self.source[source_start : source_start + len(markup)]
         self._expect(markup)
-        self.marks.append(Mark(plain_start, len(self.plain), open_text, markup, at=source_start))
+        self._close(Mark(plain_start, len(self.plain), open_text, markup, at=source_start), before)
+
+    def _close(self, mark: Mark, before: int) -> None:
+        """A mark around no words (a link around a badge image, ``****``) is one atom: its source whole,
+        with the atoms inside it."""
+        if mark.start == mark.end:
+            del self.marks[before:]
+            mark = Mark(mark.start, mark.start, self.source[mark.at : self.cursor], at=mark.at)
+        self.marks.append(mark)
 
     def _link_open(self, token: Any) -> None:
         if token.markup == "autolink":
-            self.open.append((len(self.plain), self._expect("<")))
+            self.open.append((len(self.plain), self._expect("<"), len(self.marks)))
             self.autolink = True
         else:
-            self.open.append((len(self.plain), self._expect("[")))
+            self.open.append((len(self.plain), self._expect("["), len(self.marks)))
 
     def _link_close(self, token: Any) -> None:
-        plain_start, source_start = self.open.pop()
+        plain_start, source_start, before = self.open.pop()
         if self.source[source_start] == "<":
             self.autolink = False
             self._expect(">")
-            self.marks.append(Mark(plain_start, len(self.plain), "<", ">", verbatim=True, at=source_start))
+            whole = self.source[source_start : self.cursor]
+            self._close(Mark(plain_start, len(self.plain), "<", ">", True, source_start, whole), before)
             return
         close_start = self._expect("]")
         self.cursor = _link_tail(self.source, self.cursor)
         close = self.source[close_start : self.cursor]
-        self.marks.append(Mark(plain_start, len(self.plain), "[", close, at=source_start))
+        if close in ("]", "][]"):  # the words are the reference's label: once translated, name it
+            close = "][" + re.sub(r"\s+", " ", self.source[source_start + 1 : close_start]) + "]"
+        self._close(Mark(plain_start, len(self.plain), "[", close, at=source_start), before)
 
     def _code_inline(self, token: Any) -> None:
+        """Code: its words go to the model as markdown-it reads them (line breaks as spaces); the span goes
+        back as written. It ends at the first run of as many backticks (CommonMark)."""
         start = self._expect(token.markup)
-        content_at = self.source.find(token.content, self.cursor)
-        if content_at < 0:
-            raise _Unmatched("code")
-        plain_start = len(self.plain)
-        for k, char in enumerate(token.content):
-            self.plain.append(char)
-            self.offsets.append(content_at + k)
-        self.cursor = content_at + len(token.content)
-        close = self.source.find(token.markup, self.cursor)
-        if close < 0:
+        close = re.compile(f"(?<!`){token.markup}(?!`)").search(self.source, self.cursor)
+        if close is None:
             raise _Unmatched("code close")
+        content_at = self.source.find(token.content, self.cursor, close.start())
+        content_at = content_at if content_at >= 0 else self.cursor
+        plain_start = len(self.plain)
+        self._append(token.content, content_at, each=content_at + len(token.content) <= close.start())
         open_text = self.source[start:content_at]
-        close_text = self.source[self.cursor : close + len(token.markup)]
-        self.cursor = close + len(token.markup)
-        self.marks.append(Mark(plain_start, len(self.plain), open_text, close_text, verbatim=True, at=start))
+        close_text = self.source[content_at + len(token.content) : close.end()]
+        self.cursor = close.end()
+        whole = self.source[start : self.cursor]
+        self.marks.append(Mark(plain_start, len(self.plain), open_text, close_text, True, start, whole))
 
     def _image(self, token: Any) -> None:
         from markdown_it.helpers import parseLinkLabel
         from markdown_it.rules_inline import StateInline
 
         start = self._expect("![")
-        close = parseLinkLabel(StateInline(self.source, _markdown(), {}, []), start + 1)
+        close = parseLinkLabel(StateInline(self.source, markdown_parser(), {}, []), start + 1)
         if close < 0:
             raise _Unmatched("image")
         self.cursor = _link_tail(self.source, close + 1)
@@ -299,14 +359,28 @@ class _InlineMatch:
 
 
 def _link_tail(source: str, at: int) -> int:
-    """Past an inline link's ``(destination "title")``, read as markdown-it reads it (rules_inline/link.py).
-    A line is parsed without the document's reference definitions, so its links are all inline ones."""
+    """Past a link's destination as markdown-it reads it (rules_inline/link.py): an inline
+    ``(destination "title")``, else a reference's ``[label]`` or ``[]``, else nothing (``[label]`` alone)."""
+    from markdown_it.helpers import parseLinkLabel
+    from markdown_it.rules_inline import StateInline
+
+    if source.startswith("(", at):
+        try:
+            return _inline_destination(source, at)
+        except _Unmatched:
+            pass
+    if source.startswith("[", at):
+        close = parseLinkLabel(StateInline(source, markdown_parser(), {}, []), at)
+        if close >= 0:
+            return close + 1
+    return at
+
+
+def _inline_destination(source: str, at: int) -> int:
     from markdown_it.helpers import parseLinkDestination, parseLinkTitle
 
-    md, end = _markdown(), len(source)
+    md, end = markdown_parser(), len(source)
     skip = lambda pos: next((k for k in range(pos, end) if source[k] not in " \t\n"), end)
-    if not source.startswith("(", at):
-        raise _Unmatched("link destination")
     pos = skip(at + 1)
     destination = parseLinkDestination(source, pos, end)
     if pos < end and destination.ok:
@@ -328,10 +402,23 @@ def _trimmed(unit: Unit) -> Unit | None:
     if not length:
         return None
     clamp = lambda offset: min(length, max(0, offset - lead))
-    marks = [Mark(clamp(m.start), clamp(m.end), m.open, m.close, m.verbatim, m.at) for m in unit.marks]
-    return replace(
+    marks = [replace(m, start=clamp(m.start), end=clamp(m.end)) for m in unit.marks]
+    trimmed = replace(
         unit, plain=unit.plain[lead : lead + length], offsets=unit.offsets[lead : lead + length + 1], marks=marks
     )
+    return replace(trimmed, marks=trimmed.marks + _addresses(trimmed))
+
+
+def _addresses(unit: Unit) -> list[Mark]:
+    """Bare addresses in the unit's text, outside code, as verbatim marks: written as the source has them."""
+    code = [(m.start, m.end) for m in unit.marks if m.verbatim]
+    found = []
+    for match in BARE_ADDRESS.finditer(unit.plain):
+        start, end = match.span()
+        as_written = all(unit.offsets[k + 1] == unit.offsets[k] + 1 for k in range(start, end - 1))
+        if as_written and not any(a < end and start < b for a, b in code):
+            found.append(Mark(start, end, "", "", True, unit.offsets[start], match.group()))
+    return found
 
 
 # ------------------------------------------------------------------------------------------------
@@ -382,7 +469,8 @@ class HtmlUnits(HTMLParser):
         self.plain: list[str] = []
         self.offsets: list[int] = []
         self.marks: list[Mark] = []
-        self.stack: list[tuple[str, int, str, bool, int]] = []  # (tag, plain offset, open text, verbatim, at)
+        # Elements open: (tag, plain offset, start tag as written, where it starts, marks before it)
+        self.stack: list[tuple[str, int, str, int, int]] = []
         self.start: int | None = None
         self.end = 0
 
@@ -391,8 +479,7 @@ class HtmlUnits(HTMLParser):
         return self.line_starts[line - 1] + column
 
     def _flush(self) -> None:
-        for _, start, open_text, _, at in self.stack:  # a tag never closed: kept where it stood, as an atom
-            self.marks.append(Mark(start, start, open_text, at=at))
+        self._unclosed(0)
         if self.start is not None and self.plain:
             unit = Unit(self.start, self.end, "".join(self.plain), [*self.offsets, self.end], self.marks)
             if (trimmed := _trimmed(unit)) is not None:
@@ -419,7 +506,7 @@ class HtmlUnits(HTMLParser):
             self.marks.append(Mark(len(self.plain), len(self.plain), raw, at=at))
         else:
             self._touch(at, at + len(raw))
-            self.stack.append((tag, len(self.plain), raw, tag in VERBATIM_INLINE, at))
+            self.stack.append((tag, len(self.plain), raw, at, len(self.marks)))
 
     def handle_startendtag(self, tag: str, attrs: Any) -> None:
         self.handle_starttag(tag, attrs)
@@ -436,14 +523,28 @@ class HtmlUnits(HTMLParser):
         if tag in BLOCKS or tag in UNTRANSLATED:
             self._flush()
             return
-        for k in range(len(self.stack) - 1, -1, -1):
-            if self.stack[k][0] == tag:
-                _, start, open_text, verbatim, opened = self.stack.pop(k)
-                self._touch(at, at + len(raw))
-                self.marks.append(Mark(start, len(self.plain), open_text, raw, verbatim, opened))
-                return
-        self._touch(at, at + len(raw))  # a stray end tag: an atom
-        self.marks.append(Mark(len(self.plain), len(self.plain), raw, at=at))
+        self._touch(at, at + len(raw))
+        k = next((k for k in range(len(self.stack) - 1, -1, -1) if self.stack[k][0] == tag), None)
+        if k is None:  # a stray end tag: an atom
+            self.marks.append(Mark(len(self.plain), len(self.plain), raw, at=at))
+            return
+        self._unclosed(k + 1)
+        _, start, open_text, opened, before = self.stack.pop()
+        whole = self.document[opened : at + len(raw)]
+        if tag in VERBATIM_INLINE or start == len(self.plain):  # code, or around no words: whole, as written
+            del self.marks[before:]
+        if start == len(self.plain):
+            self.marks.append(Mark(start, start, whole, at=opened))
+        else:
+            verbatim = tag in VERBATIM_INLINE
+            self.marks.append(Mark(start, len(self.plain), open_text, raw, verbatim, opened, whole if verbatim else ""))
+
+    def _unclosed(self, depth: int) -> None:
+        """Elements open above ``depth`` that an outer end tag (or the block's end) closes: their start tags
+        stay where they stood, as atoms."""
+        for _, start, open_text, at, _ in self.stack[depth:]:
+            self.marks.append(Mark(start, start, open_text, at=at))
+        del self.stack[depth:]
 
     def handle_data(self, data: str) -> None:
         if self.skipping:
@@ -546,13 +647,17 @@ def place(
     escaped: str = "",
 ) -> Placed:
     """Put each mark of ``source`` (a sentence's plain text) back into its ``translation``, written as
-    ``fmt`` writes text (HTML escaped; in Markdown the characters the source ``escaped``, outside code).
+    ``fmt`` writes text (HTML escaped; in Markdown the characters the source ``escaped``).
 
     A mark around the whole sentence (or all but its final punctuation) goes around the whole
     translation; one around some words goes around the same words in the translation when they are
-    found there: copied as they are (code, names, numbers), or as ``inner`` says they translate on their
-    own. A mark that cannot be found there goes around the whole translation, and code the translation
-    lost is put back whole at its relative place (both ``moved``); an atom keeps its relative place.
+    found there: copied as they are (names, numbers), or as ``inner`` says they translate on their own.
+    Code and addresses (``verbatim``) are never the model's: where the translation copied their words,
+    the source's element replaces them byte for byte, and otherwise it goes in whole at its relative
+    place. When a mark is not found, or the marks found cross or leave the nesting they had, every mark
+    goes to its relative place in the translation, so the markup stays valid and in the source's nesting
+    (``moved``; Bergamot does the same with its alignments). An atom keeps its relative place, never
+    inside a word or inside code.
 
     Markdown emphasis follows CommonMark's flanking rules, which Chinese text trips: a closing ``**``
     after "。" and before more text is no closer, so it is put before the stop unless the sentence ends
@@ -560,41 +665,110 @@ def place(
 
     Positions are found in the translation as the model wrote it and the text between marks is escaped
     as it is written out, so no mark lands inside an escape (``&am<br>p;``)."""
-    events: list[tuple[int, int, int, str, int]] = []  # (position, 0 close / 1 open, rank, text, code +1/-1)
-    moved = False
-    body_end = len(translation) - len(_END_PUNCTUATION.search(translation).group())  # type: ignore[union-attr]
-    source_body = len(source) - len(_END_PUNCTUATION.search(source).group())  # type: ignore[union-attr]
     # Marks opening at one place open in source order (an outer one's markup comes first; an atom
     # before code stays before it) and close in the reverse order.
-    for order, mark in enumerate(sorted(marks, key=lambda m: (m.start, m.at, -m.end))):
-        if mark.start == mark.end:  # an atom, or an element around no words: put back whole
-            at = _atom_position(mark.start, source, translation)
-            moved |= 0 < mark.start < len(source)
-            events.append((at, 1, order, mark.open + mark.close, 0))
+    ordered = sorted(marks, key=lambda m: (m.start, m.at, -m.end))
+    spans = _found_spans(ordered, source, translation, inner)
+    moved = any(0 < m.start < len(source) for m in ordered if m.start == m.end)
+    if not _nested_as_in_source(ordered, spans):
+        translation, spans, moved = _without_copies(translation, ordered, spans), [None] * len(ordered), True
+    events: list[tuple[int, int, int, str, int]] = []  # (position, 0 close / 1 open / 2 empty close, rank, text, code)
+    for order, (mark, span) in enumerate(zip(ordered, spans)):
+        if mark.start == mark.end or (span is None and mark.verbatim):  # put back whole at its relative place
+            events.append((_relative(mark.start, source, translation), 1, order, _whole(mark, source, fmt), 0))
             continue
-        span = _span(mark, source, source_body, translation, body_end, inner)
-        if span is None and mark.verbatim:  # code the translation lost: put it back whole, where it stood
-            moved = True
-            verbatim = mark.open + escape(fmt, source[mark.start : mark.end]) + mark.close
-            events.append((_atom_position(mark.start, source, translation), 1, order, verbatim, 0))
+        if span is None:
+            span = (_relative(mark.start, source, translation), _relative(mark.end, source, translation))
+        if mark.verbatim:  # the source's element instead of the words the model copied
+            events += [(span[0], 1, order, _whole(mark, source, fmt), 1), (span[1], 0, -order, "", -1)]
             continue
-        rank = order
-        if span is None:  # around the whole translation, outside every other mark there
-            moved, span, rank = True, (0, len(translation)), order - len(marks)
         opening, closing = mark.open, mark.close
         if fmt == "markdown" and _delimiter(closing):
             if span != (0, len(translation)):
                 opening, closing = _asterisks(opening), _asterisks(closing)
             if not (last and span[1] == len(translation)):
                 span = (span[0], max(span[0] + 1, _before_stops(translation, span[1])))
-        code = int(mark.verbatim)
-        events.append((span[0], 1, rank, opening, code))
-        events.append((span[1], 0 if span[1] > span[0] else 2, -rank, closing, -code))  # empty: open, then close
+        events.append((span[0], 1, order, opening, 0))
+        events.append((span[1], 0 if span[1] > span[0] else 2, -order, closing, 0))  # empty: open, then close
+    return Placed(_written(translation, _outside_code(events), fmt, escaped), moved)
+
+
+def _found_spans(
+    marks: list[Mark], source: str, translation: str, inner: dict[str, str]
+) -> list[tuple[int, int] | None]:
+    """Where each mark around words is in the translation, None where it is not found (atoms: None)."""
+    source_body = len(source) - len(_END_PUNCTUATION.search(source).group())  # type: ignore[union-attr]
+    body_end = len(translation) - len(_END_PUNCTUATION.search(translation).group())  # type: ignore[union-attr]
+    spans: list[tuple[int, int] | None] = []
+    for mark in marks:
+        found = _span(mark, source, source_body, translation, body_end, inner) if mark.start < mark.end else None
+        if found and mark.verbatim and any(s and s[0] < found[1] and found[0] < s[1] for s in spans):
+            found = None  # two pieces of code found at one place: the second goes in whole
+        spans.append(found)
+    return spans
+
+
+def _nested_as_in_source(marks: list[Mark], spans: list[tuple[int, int] | None]) -> bool:
+    """Whether every mark around words was found, and the found spans nest as the marks do in the source:
+    one inside another stays inside it, two apart stay apart (in either order: words move)."""
+    around = [(m, s) for m, s in zip(marks, spans) if m.start < m.end]
+    if any(s is None and not m.verbatim for m, s in around):
+        return False
+    found = [(m, s) for m, s in around if s is not None]
+    for k, (a, sa) in enumerate(found):
+        for b, sb in found[k + 1 :]:
+            if a.start <= b.start and b.end <= a.end and not a.verbatim:
+                if not (sa[0] <= sb[0] and sb[1] <= sa[1]):
+                    return False
+            elif not (sa[1] <= sb[0] or sb[1] <= sa[0]):
+                return False
+    return True
+
+
+def _without_copies(translation: str, marks: list[Mark], spans: list[tuple[int, int] | None]) -> str:
+    """The translation without the words it copied of code that goes back whole at its relative place."""
+    cut = sorted(s for m, s in zip(marks, spans) if m.verbatim and s is not None)
+    kept, cursor = [], 0
+    for start, end in cut:
+        kept.append(translation[cursor:start])
+        cursor = max(cursor, end)
+    return "".join(kept) + translation[cursor:]
+
+
+def _whole(mark: Mark, source: str, fmt: str) -> str:
+    """An atom, or code as the source wrote it (``whole``; else its markup around its words, escaped)."""
+    if mark.start == mark.end:
+        return mark.whole or mark.open + mark.close
+    return mark.whole or mark.open + escape(fmt, source[mark.start : mark.end]) + mark.close
+
+
+def _outside_code(events: list[tuple[int, int, int, str, int]]) -> list[tuple[int, int, int, str, int]]:
+    """Events that fall inside the words code replaces move to the code's end: nothing lands in code."""
+    replaced: list[tuple[int, int]] = []
+    opened: dict[int, int] = {}
+    for position, _, rank, _, code in events:
+        if code == 1:
+            opened[rank] = position
+        elif code == -1:
+            replaced.append((opened[-rank], position))
+    moved = []
+    for event in events:
+        position = event[0]
+        for start, end in replaced:
+            if start < position < end and not event[4]:
+                position = end
+        moved.append((position, *event[1:]))
+    return sorted(moved)
+
+
+def _written(translation: str, events: list[tuple[int, int, int, str, int]], fmt: str, escaped: str) -> str:
     out, cursor, in_code = [], 0, 0
-    for position, _, _, text, code in _unmerged(sorted(events)) if fmt == "markdown" else sorted(events):
-        out += [escape(fmt, translation[cursor:position], "" if in_code else escaped), text]
+    for position, _, _, text, code in _unmerged(events) if fmt == "markdown" else events:
+        if not in_code:
+            out.append(escape(fmt, translation[cursor:position], escaped))
+        out.append(text)
         cursor, in_code = position, in_code + code
-    return Placed("".join(out) + escape(fmt, translation[cursor:], escaped), moved)
+    return "".join(out) + escape(fmt, translation[cursor:], escaped)
 
 
 def _unmerged(events: list[tuple[int, int, int, str, int]]) -> list[tuple[int, int, int, str, int]]:
@@ -622,15 +796,15 @@ def _span(
     if mark.start == 0 and mark.end >= source_body and not mark.verbatim:
         return 0, body_end
     words = source[mark.start : mark.end]
-    for candidate in (words, inner.get(words, "")):
+    for candidate in (words,) if mark.verbatim else (words, inner.get(words, "")):
         found = [m.start() for m in re.finditer(re.escape(candidate), translation)] if candidate else []
         if len(found) > 1:  # words the translation has more than once: the ones nearest where they stood
-            expected = _atom_position(mark.start, source, translation)
+            expected = _relative(mark.start, source, translation)
             found = [min(found, key=lambda at: abs(at - expected))]
         if len(found) == 1:
             at = found[0]
             end = at + len(candidate)
-            if end < len(translation):  # "**3个苹果。**汤姆" would not read as emphasis: keep the stop outside
+            if end < len(translation) and not mark.verbatim:  # "**3个苹果。**汤姆" would not read as emphasis
                 end -= len(_END_PUNCTUATION.search(candidate).group())  # type: ignore[union-attr]
             return (at, end) if end > at else None
     return None
@@ -651,12 +825,20 @@ def _before_stops(text: str, end: int) -> int:
     return end
 
 
-def _atom_position(offset: int, source: str, translation: str) -> int:
+def _relative(offset: int, source: str, translation: str) -> int:
+    """Where ``source[offset]`` falls in the translation by its relative place, moved forward out of a
+    word of Latin letters or digits (an atom or a mark's end never splits one)."""
     if offset <= 0:
         return 0
     if offset >= len(source):
         return len(translation)
-    return round(offset / len(source) * len(translation))
+    at = round(offset / len(source) * len(translation))
+    while 0 < at < len(translation) and _LATIN_WORD(translation[at - 1]) and _LATIN_WORD(translation[at]):
+        at += 1
+    return at
+
+
+_LATIN_WORD = lambda char: char.isascii() and (char.isalnum() or char == "_")
 
 
 def needs_inner(source: str, marks: list[Mark]) -> list[str]:
