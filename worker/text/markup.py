@@ -298,7 +298,7 @@ class _InlineMatch:
     def _close(self, mark: Mark, before: int) -> None:
         """A mark around no words (a link around a badge image, ``****``) is one atom: its source whole,
         with the atoms inside it."""
-        if mark.start == mark.end:
+        if not "".join(self.plain[mark.start :]).strip():
             del self.marks[before:]
             mark = Mark(mark.start, mark.start, self.source[mark.at : self.cursor], at=mark.at)
         self.marks.append(mark)
@@ -531,9 +531,10 @@ class HtmlUnits(HTMLParser):
         self._unclosed(k + 1)
         _, start, open_text, opened, before = self.stack.pop()
         whole = self.document[opened : at + len(raw)]
-        if tag in VERBATIM_INLINE or start == len(self.plain):  # code, or around no words: whole, as written
+        around_nothing = not "".join(self.plain[start:]).strip()
+        if tag in VERBATIM_INLINE or around_nothing:  # code, or around no words: whole, as written
             del self.marks[before:]
-        if start == len(self.plain):
+        if around_nothing:
             self.marks.append(Mark(start, start, whole, at=opened))
         else:
             verbatim = tag in VERBATIM_INLINE
@@ -669,13 +670,14 @@ def place(
     # before code stays before it) and close in the reverse order.
     ordered = sorted(marks, key=lambda m: (m.start, m.at, -m.end))
     spans = _found_spans(ordered, source, translation, inner)
-    moved = any(0 < m.start < len(source) for m in ordered if m.start == m.end)
+    moved = any(0 < m.start < len(source) if m.start == m.end else s is None for m, s in zip(ordered, spans))
     if not _nested_as_in_source(ordered, spans):
         translation, spans, moved = _without_copies(translation, ordered, spans), [None] * len(ordered), True
     events: list[tuple[int, int, int, str, int]] = []  # (position, 0 close / 1 open / 2 empty close, rank, text, code)
     for order, (mark, span) in enumerate(zip(ordered, spans)):
         if mark.start == mark.end or (span is None and mark.verbatim):  # put back whole at its relative place
-            events.append((_relative(mark.start, source, translation), 1, order, _whole(mark, source, fmt), 0))
+            code = 2 if mark.verbatim else 0  # code put in, nothing of the translation replaced
+            events.append((_relative(mark.start, source, translation), 1, order, _whole(mark, source, fmt), code))
             continue
         if span is None:
             span = (_relative(mark.start, source, translation), _relative(mark.end, source, translation))
@@ -762,13 +764,26 @@ def _outside_code(events: list[tuple[int, int, int, str, int]]) -> list[tuple[in
 
 
 def _written(translation: str, events: list[tuple[int, int, int, str, int]], fmt: str, escaped: str) -> str:
-    out, cursor, in_code = [], 0, 0
+    """The translation with the events' markup in, the text between escaped; the words that code
+    replaces (between its code 1 and -1 events) left out."""
+    out, cursor, in_code = [""], 0, 0
     for position, _, _, text, code in _unmerged(events) if fmt == "markdown" else events:
         if not in_code:
             out.append(escape(fmt, translation[cursor:position], escaped))
+        if code > 0:
+            text = _spaced(next((piece[-1] for piece in reversed(out) if piece), ""), text, translation[position:][:1])
         out.append(text)
-        cursor, in_code = position, in_code + code
+        cursor, in_code = position, in_code + (code if code != 2 else 0)
     return "".join(out) + escape(fmt, translation[cursor:], escaped)
+
+
+def _spaced(before: str, code: str, after: str) -> str:
+    """Code as written, with a space where it would otherwise read as part of its neighbours: an address
+    glued to letters (no autolinker takes ``见https://x``), two code spans glued into one."""
+    address = bool(BARE_ADDRESS.fullmatch(code))
+    lead = (address and before.isalnum()) or (before == "`" and code.startswith("`"))
+    trail = (address and after.isalnum()) or (after == "`" and code.endswith("`"))
+    return " " * lead + code + " " * trail
 
 
 def _unmerged(events: list[tuple[int, int, int, str, int]]) -> list[tuple[int, int, int, str, int]]:

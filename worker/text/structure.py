@@ -34,7 +34,7 @@ _VOID_HTML = frozenset(
 @dataclass(frozen=True)
 class Structure:
     """``blocks`` in order; ``inline`` and ``verbatim`` as multisets; ``endings``: how many ``\\r\\n`` and
-    lone ``\\n`` (HTML: whether any)."""
+    lone ``\\n`` (HTML: whether any ``\\r\\n``)."""
 
     blocks: tuple[str, ...]
     inline: Counter[str]
@@ -45,8 +45,8 @@ class Structure:
 
 def structure(document: str, fmt: str) -> Structure:
     endings = (document.count("\r\n"), document.count("\n") - document.count("\r\n"))
-    if fmt == "html":  # a line break in text is a space: lines may join, in the style the source wrote
-        endings = (min(endings[0], 1), min(endings[1], 1))
+    if fmt == "html":  # a line break in text is a space: lines may join, but \r\n stay where they were
+        endings = (min(endings[0], 1), 0)
     if fmt == "markdown":
         return _markdown_structure(document, endings)
     if fmt == "html":
