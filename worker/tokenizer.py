@@ -36,7 +36,7 @@ class Framing:
 
     prefix_ids: tuple[int, ...] = ()
     suffix_ids: tuple[int, ...] = ()
-    text_prefix: str = ""  # T5's task prefix ("translate English to German: ") or --source-prefix
+    text_prefix: str = ""  # T5's task prefix ("translate English to German: "), --source-prefix, a Marian ">>ukr<< "
     forced_bos: int | None = None  # the target language token generation must start with
     task: str | None = None  # the T5 task chosen by the languages ("translation_en_to_de")
 
@@ -230,12 +230,16 @@ class Tokenizer:
             )
         prefix = [source if slot == SOURCE_LANGUAGE else slot for slot in self.prefix]
         suffix = [source if slot == SOURCE_LANGUAGE else slot for slot in self.suffix]
-        if self.target_role == "source_token" and target_id is not None:
-            prefix.insert(0, target_id)
+        text_prefix = source_prefix if source_prefix is not None else (task["prefix"] if task else "")
+        if self.target_role == "source_token" and target is not None and target_id is not None:
+            # A multilingual Marian's target tag is text, as its users write it (``">>ukr<< " + text``), not an id
+            # put before the text's ids: read without its tag, a text that starts with ``>>xxx<<`` itself would
+            # have that read as a language tag, where after the tag it is text (pieces of " >>xxx<<").
+            text_prefix = f">>{target}<< {text_prefix}"
         return Framing(
             tuple(int(i) for i in prefix if i is not None),
             tuple(int(i) for i in suffix if i is not None),
-            source_prefix if source_prefix is not None else (task["prefix"] if task else ""),
+            text_prefix,
             target_id if self.target_role == "forced_bos" else self.forced_bos,
             task["name"] if task else None,
         )

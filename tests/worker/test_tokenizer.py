@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from export_tools.fixtures.names import LIKE
+from export_tools.fixtures.names import LANGUAGES, LIKE
 from tests.shared import Lazy
 from worker.artifact import MANIFEST, Artifact, file_entries
 from worker.tokenizer import Tokenizer
@@ -46,6 +46,22 @@ def pairs(tiny_models: Mapping[str, Path], artifacts: Mapping[str, Path]) -> Map
 def test_any_text_encodes_to_the_ids_transformers_gives(name, pairs, text: str) -> None:
     theirs, ours = pairs[name]
     assert ours.encode(text) == theirs(text).input_ids
+
+
+MARIAN_WITH_TAGS = [name for name in LIKE if name.startswith("opus-mt") and LANGUAGES[name][1]]
+
+
+@pytest.mark.parametrize("name", MARIAN_WITH_TAGS)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=TEXT, tag=st.sampled_from([">>fra<<", ">>rus<<", ">>xyz<<", ">>", "<<"]), space=st.sampled_from(["", " "]))
+@example(text=" Tom has 3 apples.", tag=">>fra<<", space="")
+def test_a_marian_target_tag_encodes_as_transformers_reads_it_before_the_text(name, pairs, text, tag, space) -> None:
+    """A source that itself starts with a ``>>xxx<<`` is text after the target's tag, as in the model's
+    own tokenizer: ``tokenizer(">>tgt<< " + source)``."""
+    theirs, ours = pairs[name]
+    target = LANGUAGES[name][1]
+    source = tag + space + text
+    assert ours.encode(source, ours.framing(None, target)) == theirs(f">>{target}<< {source}").input_ids
 
 
 @pytest.fixture(scope="module")
