@@ -5,9 +5,11 @@ Everything is read and checked before anything is written or enqueued. Two kinds
 * **Structural** (a pattern that matches nothing, an unreadable or unparsable file, a column no row
   has, a text column that is not text, duplicate ids): the job is refused, naming the file and the fix.
 * **One bad row** (a null or non-string text, a line that is not JSON or not UTF-8, a row without an
-  id, a document over the size limit): with ``on_bad_row: error_row`` (the default) the row becomes an
-  error row in the output, its id kept (a line without one gets ``<file name>:<line>``), and the
-  rest of the job runs; with ``on_bad_row: refuse`` the job is refused naming the row.
+  id, an id or text with a lone surrogate (a JSON ``\\ud800`` escape without its pair: not text, and
+  no tokenizer or Parquet file takes it), a document over the size limit): with
+  ``on_bad_row: error_row`` (the default) the row becomes an error row in the output, its id kept (a
+  line without one gets ``<file name>:<line>``), and the rest of the job runs; with
+  ``on_bad_row: refuse`` the job is refused naming the row.
 
 Text files hold one document per line; their ids are ``<file name>:<line number>``.
 """
@@ -23,6 +25,7 @@ from typing import Any
 from contract.job import Document, read_parquet
 from contract.storage import S3Storage, StorageError, glob_keys
 from jobs.spec import JobSpec, SpecError
+from worker.tokenizer import unreadable
 
 FORMATS = (".parquet", ".jsonl", ".txt")
 
@@ -144,6 +147,10 @@ class Reader:
         if not isinstance(text, str):
             kind = "null" if text is None else type(text).__name__
             return self._bad(n, f"{where}: {self.text_column!r} is {kind}, not text", doc_id)
+        if (reason := unreadable(doc_id)) is not None:  # the row's place stands for an id that cannot be stored
+            return self._bad(n, f"{where}: {self.id_column!r}: {reason}")
+        if (reason := unreadable(text)) is not None:
+            return self._bad(n, f"{where}: {self.text_column!r}: {reason}", doc_id)
         return Document(doc_id, text)
 
 

@@ -28,6 +28,35 @@ from worker.artifact import Artifact
 
 SOURCE_LANGUAGE = "source_language"  # the slot a source-language token fills in a framing template
 SPIECE_UNDERLINE = "\u2581"
+ESCAPED_BYTES = range(0xDC80, 0xDD00)  # where Python's surrogateescape keeps bytes that were not UTF-8
+
+
+class UnreadableText(ValueError):
+    """Text no tokenizer can read (a lone surrogate): that text's error, never its batch's."""
+
+
+def unreadable(text: str) -> str | None:
+    """Why ``text`` cannot be tokenized, or None.
+
+    A Python string may hold lone surrogates (a JSON ``\\ud800`` escape without its pair, bytes kept by
+    ``errors="surrogateescape"``), which are not characters and have no UTF-8: sentencepiece fails on
+    them with an internal pybind11 message and the ``tokenizers`` library with its own. They are
+    reported, not replaced, as undecodable input is elsewhere (``jobs.inputs``), so the caller can fix
+    the source. The reason names the position but never holds the surrogate (it could not be printed)."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        code = ord(text[err.start])
+        where = f"character {err.start + 1} ({_excerpt(text, err.start)}) is U+{code:04X}"
+        if code in ESCAPED_BYTES:
+            return (
+                f"{where}, a lone surrogate (surrogateescape's stand-in for the byte 0x{code - 0xDC00:02X}, which is "
+                "not UTF-8): re-encode the input as UTF-8"
+            )
+        return f"{where}, a lone surrogate (half of a UTF-16 pair), not text: fix how the text was decoded or escaped"
+    return None
 
 
 @dataclass(frozen=True)
@@ -275,16 +304,20 @@ class Tokenizer:
     # -- text <-> ids --------------------------------------------------------------------------
 
     def encode(self, text: str, framing: Framing | None = None) -> list[int]:
-        """Source ids with the framing (default: the model's own languages)."""
+        """Source ids with the framing (default: the model's own languages); ``UnreadableText`` for text
+        with a lone surrogate."""
+        _check(text)
         framing = framing or self.default
         return [*framing.prefix_ids, *self.codec.encode(framing.text_prefix + text), *framing.suffix_ids]
 
     def count(self, texts: Sequence[str], *, batch: int = 1024) -> list[int]:
         """Source tokens of each text with the default framing, encoded ``batch`` texts per call
-        (a whole corpus's ids are never held at once)."""
+        (a whole corpus's ids are never held at once). ``UnreadableText`` if one has a lone surrogate."""
         framing = self.default
         extra = len(framing.prefix_ids) + len(framing.suffix_ids)
         counts: list[int] = []
+        for text in texts:
+            _check(text)
         for start in range(0, len(texts), batch):
             chunk = [framing.text_prefix + t for t in texts[start : start + batch]]
             counts += [len(ids) + extra for ids in self.codec.encode_many(chunk)]
@@ -293,6 +326,17 @@ class Tokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         """What ``tokenizer.batch_decode(ids, skip_special_tokens=True)`` gives."""
         return self.codec.decode(ids)
+
+
+def _excerpt(text: str, at: int, width: int = 12) -> str:
+    """The text around position ``at``, surrogates written as ``\\udXXX`` escapes: where to look, printably."""
+    around = text[max(0, at - width) : at + width + 1].replace("\n", "\\n")
+    return "near \"" + around.encode("utf-8", errors="backslashreplace").decode("utf-8") + '"'
+
+
+def _check(text: str) -> None:
+    if (reason := unreadable(text)) is not None:
+        raise UnreadableText(reason)
 
 
 @functools.lru_cache(maxsize=8)

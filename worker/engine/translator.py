@@ -14,7 +14,7 @@ from worker.engine.batching import Batch, plan_batches
 from worker.engine.inference import SOURCE_MULTIPLE, Inference, pad_batch
 from worker.engine.search import DecodingOptions, SearchResult, Vocabulary, for_batch, generate
 from worker.engine.sessions import SessionPool
-from worker.tokenizer import Framing, Tokenizer
+from worker.tokenizer import Framing, Tokenizer, unreadable
 
 if TYPE_CHECKING:
     from worker.memory import Memory
@@ -42,6 +42,7 @@ class Translation:
     flags: list[str] = field(default_factory=list)  # "truncated_input", "length_limit"
     source_tokens: int = 0  # what the model read
     reused: bool = False  # from a translation memory, or another copy of the text in the same call
+    error: str | None = None  # why the sentence could not be read (it was not translated: ``text`` is empty)
 
 
 class Translator:
@@ -135,7 +136,9 @@ class Translator:
     def translate_batch(
         self, sentences: Sequence[str], options: DecodingOptions | None = None, memory: Memory | None = None
     ) -> list[Translation]:
-        """Translations in input order; empty or blank sentences give empty ones without a model call.
+        """Translations in input order; empty or blank sentences give empty ones without a model call, and
+        a sentence no tokenizer can read (a lone surrogate) an empty one with its ``error``: one bad
+        sentence is its own failure, not the batch's.
 
         With a ``memory``, each distinct text is translated once (later copies and remembered ones come
         back ``reused``), unless ``max_length_ratio`` makes a sentence's length limit its batch's."""
@@ -144,9 +147,13 @@ class Translator:
                 raise TypeError(f"translate_batch takes strings, got {type(s).__name__}: {s!r:.80}")
         options = options or self.options()
         framing = self.framing(options)  # bad languages fail before any work
+        problems = [unreadable(s) for s in sentences]
+        readable = [s for s, problem in zip(sentences, problems) if problem is None]
         if memory is None or options.max_length_ratio is not None:
-            return self._translate(sentences, options, framing)
-        return self._remembered(sentences, options, framing, memory)
+            done = iter(self._translate(readable, options, framing))
+        else:
+            done = iter(self._remembered(readable, options, framing, memory))
+        return [next(done) if problem is None else Translation("", [], 0.0, error=problem) for problem in problems]
 
     def _translate(self, sentences: Sequence[str], options: DecodingOptions, framing: Framing) -> list[Translation]:
         out = [Translation("", [], 0.0) for _ in sentences]
