@@ -37,13 +37,17 @@ BEFORE_NUMBERS = frozenset(
 )
 _PROTECTED = re.compile(
     r"(?:https?://|ftp://|www\.)[^\s<>\"]*[^\s<>\".,;:!?)\]'}]"  # URLs, trailing punctuation left out
-    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # e-mail addresses
+    # e-mail addresses; the local part is at most 64 characters (RFC 5321), so a long run of address characters
+    # without an @ is not rescanned to its end from every start (quadratic)
+    r"|[\w.+-]{1,64}@[\w-]+(?:\.[\w-]+)+"
     r"|(?<![\w/])\.{0,2}/[\w.-]+(?:/[\w.-]+)*[\w/]|[A-Za-z]:\\[\w\\.-]*\w"  # paths: ./start.sh, /etc/hosts, C:\a.txt
 )
 _NO_START = re.compile(r"[,;:)\]}/\\]")  # no sentence starts with these: a boundary before one is false
 _LAST_WORD = re.compile(r"(\w+)\.$")
 _GLUED = re.compile(r"(?<=[a-z]{2}\.)(?=[A-Z][a-z])|(?<=[!?]{2})\s+(?=[A-Z])")  # "free.Payment", "Wow!!! That"
-_SAFE_END = re.compile(r"[.!?]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z])|[。！？]+[”’」』）)]*")
+# A run of sentence punctuation is tried from its first mark only: tried from every mark it would be rescanned
+# to its end each time (quadratic on ``....``), and a match inside it could only end where the whole run's does.
+_SAFE_END = re.compile(r"(?<![.!?])[.!?]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z])|[。！？]+[”’」』）)]*")
 _FIRST_CHAR = re.compile(r"[\"'“‘(\[]*(\S)")
 
 
@@ -89,12 +93,20 @@ def line_spans(line: str) -> list[tuple[int, int, bool]]:
     return spans
 
 
+def _pysbd_sentences(piece: str) -> list[str]:
+    """pysbd's sentences of ``piece``, as ``Segmenter.segment`` finds them but without its span search:
+    that looks each sentence up from the piece's start (quadratic in a piece of many equal sentences,
+    ``.….…``), and the caller finds them itself, in one pass."""
+    segmenter = _segmenter()
+    return list(segmenter.processor(piece).process())
+
+
 def _pysbd_spans(line: str, start: int, end: int) -> list[tuple[int, int]]:
     """pysbd's sentences of ``line[start:end]`` as spans; text it skips or alters is kept, never lost."""
     piece = line[start:end]
     spans: list[tuple[int, int]] = []
     cursor = 0
-    for sentence in _segmenter().segment(piece) if piece.strip() else []:
+    for sentence in _pysbd_sentences(piece) if piece.strip() else []:
         stripped = sentence.strip()
         found = piece.find(stripped, cursor) if stripped else -1
         if found < 0:
