@@ -13,6 +13,7 @@ many of the others were flagged (never ``ok``), the code and links kept, and cha
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -111,11 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--formats", nargs="+", default=["markdown", "html"], choices=list(SUFFIXES))
     p.add_argument("--threads", type=int, default=2, help="ONNX Runtime intra-op threads")
     p.add_argument("--show", type=int, default=10, help="list what changed in this many documents per format")
+    p.add_argument("--only", nargs="+", default=["*"], help="documents whose file name matches a pattern ('*numpy*')")
     args = p.parse_args(argv)
     if not (args.artifact / "manifest.json").exists():
         p.error(f"no artifact at {args.artifact}: build it with python -m export_tools demo --out {args.artifact}")
     for fmt in args.formats:
-        documents = corpus(fmt, args.corpus)
+        documents = [(n, text) for n, text in corpus(fmt, args.corpus) if any(fnmatch.fnmatch(n, p) for p in args.only)]
         results, seconds = translate(fmt, documents, args.artifact, args.threads)
         report(fmt, tally(fmt, documents, results, seconds), args.show)
     return 0

@@ -35,6 +35,8 @@ from worker.text.split import split_long
 from worker.text.stitch import render, stitch
 from worker.text.windows import Window, plan_windows
 
+# Marks up to this many characters (links, emphasis of a phrase) keep their words in one sentence.
+MARK_IN_ONE_SENTENCE = 300
 DEFAULT_BUDGET = 64  # source tokens per window (capped by the model's positions); ~4 demo-domain sentences
 # A sentence whose markup could not be lifted out went to the model markup and all: its document is partial.
 # A document whose translation lost or changed markup (``worker.text.structure``) says so too.
@@ -133,7 +135,8 @@ class DocumentTranslator:
         sentence_flags: list[set[str]] = []
         for number, unit in enumerate(units):
             code = [(m.start, m.end) for m in unit.marks if m.verbatim]
-            for start, end, cut in _around_code(line_spans(unit.plain), code):
+            kept = [(m.start, m.end) for m in unit.marks if m.verbatim or 0 < m.end - m.start <= MARK_IN_ONE_SENTENCE]
+            for start, end, cut in _joined_inside(line_spans(unit.plain), kept):
                 pieces = split_long(Sentence(start, end, number, unit.plain[start:end]), self._count, self.budget)
                 sentences += pieces
                 sentence_flags += [
@@ -259,7 +262,7 @@ class DocumentTranslator:
 
 def _assign(plan: _Plan) -> dict[int, list[Mark]]:
     """Each mark of each unit given to the sentence it lies in, in that sentence's coordinates; a mark
-    over several sentences opens before the first one's translation and closes after the last one's."""
+    over several sentences is cut in two at their boundaries (see ``_share``)."""
     by_unit: dict[int, list[int]] = {}
     for i, sentence in enumerate(plan.sentences):
         by_unit.setdefault(sentence.line, []).append(i)
@@ -282,8 +285,18 @@ def _share(mark: Mark, sentences: list[Sentence], indices: list[int]) -> list[tu
     if len(inside) == 1:
         start, end = max(mark.start, first.start) - first.start, min(mark.end, first.end) - first.start
         return [(indices[inside[0]], replace(mark, start=start, end=end))]
-    opening = replace(mark, start=0, end=0, close="")
-    closing = replace(mark, start=len(last.text), end=len(last.text), open=mark.close, close="")
+    if mark.verbatim:  # code a split had to cut: whole in place of its first piece, nothing of the others
+        pieces = []
+        for k in inside:
+            start, end = max(mark.start, sentences[k].start), min(mark.end, sentences[k].end)
+            whole = mark.whole if k == inside[0] else ""
+            offset = sentences[k].start
+            pieces.append((indices[k], replace(mark, start=start - offset, end=end - offset, whole=whole)))
+        return pieces
+    # Two halves, each a mark of its sentence: from the mark's start to the first sentence's end, and from
+    # the last one's start to the mark's end (the sentences between are inside it whole).
+    opening = replace(mark, start=max(mark.start - first.start, 0), end=len(first.text), close="")
+    closing = replace(mark, start=0, end=min(mark.end, last.end) - last.start, open="")
     return [(indices[inside[0]], opening), (indices[inside[-1]], closing)]
 
 
@@ -343,9 +356,10 @@ def _covered(sentence: Sentence, spans: list[tuple[int, int]]) -> bool:
     )
 
 
-def _around_code(spans: list[tuple[int, int, bool]], code: list[tuple[int, int]]) -> list[tuple[int, int, bool]]:
-    """Sentence spans joined where a boundary falls inside code (``idna.encode()``, ``.netrc``): code is
-    one piece, never translated in halves."""
+def _joined_inside(spans: list[tuple[int, int, bool]], code: list[tuple[int, int]]) -> list[tuple[int, int, bool]]:
+    """Sentence spans joined where a boundary falls inside code (``idna.encode()``, ``.netrc``) or a mark
+    (a link the segmenter cut): code is one piece, never translated in halves, and two marks cut across
+    sentences would open and close around each other's sentences, nested otherwise than in the source."""
     joined: list[tuple[int, int, bool]] = []
     for start, end, cut in spans:
         if joined and any(a < joined[-1][1] and start < b for a, b in code):

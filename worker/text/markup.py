@@ -31,9 +31,10 @@ BARE_ADDRESS = re.compile(r"\b(?:https?|ftp)://[!-~]*[^\s<>\"'`\[\]().,;:!?\x80-
 @dataclass(frozen=True)
 class Mark:
     """Markup around ``plain[start:end]`` of its unit: ``open`` before, ``close`` after. ``verbatim``:
-    the enclosed text is code or an address, and ``whole`` (the element as the source wrote it) goes
-    back instead of any translation of it. An atom (an image, ``<br>``, a tag never closed, an element
-    around no words) has ``start == end``, its source in ``open`` and no close."""
+    the enclosed text is code or an address, and ``whole`` (the element as the source wrote it; empty
+    for the rest of code a sentence split cut) goes back instead of any translation of it. An atom (an
+    image, ``<br>``, a tag never closed, an element around no words) has ``start == end``, its source in
+    ``open`` and no close."""
 
     start: int
     end: int
@@ -41,7 +42,7 @@ class Mark:
     close: str = ""
     verbatim: bool = False
     at: int = 0  # where the opening markup sits in the source: orders marks around the same words
-    whole: str = ""
+    whole: str | None = None
 
 
 @dataclass
@@ -111,8 +112,8 @@ def markdown_units(document: str) -> list[Unit]:
             continue
         cell = tokens[i - 1].type in ("th_open", "td_open")
         first_line = token.map[0] if token.map else _row_line(tokens, i)
-        if not cell and _crosses_lines(token) and (unit := _paragraph_unit(token, lines, starts, env)):
-            found.append(unit)
+        if not cell and _crosses_lines(token) and (whole := _paragraph_unit(token, lines, starts, env)) is not None:
+            found += whole
             continue
         for k, content in enumerate(token.content.split("\n")):
             number = first_line + k
@@ -146,9 +147,9 @@ def _crosses_lines(token: Any) -> bool:
     return breaks != token.content.count("\n")
 
 
-def _paragraph_unit(token: Any, lines: list[str], starts: list[int], env: dict[str, Any]) -> Unit | None:
+def _paragraph_unit(token: Any, lines: list[str], starts: list[int], env: dict[str, Any]) -> list[Unit] | None:
     """The whole paragraph as one unit, its line breaks (with the quote markers or indentation after
-    them) kept as atoms; None where a line cannot be found as written."""
+    them) kept as atoms (no unit: no words, only markup); None where a line cannot be found as written."""
     located = []
     for k, content in enumerate(token.content.split("\n")):
         at = lines[token.map[0] + k].find(content)
@@ -157,7 +158,8 @@ def _paragraph_unit(token: Any, lines: list[str], starts: list[int], env: dict[s
         located.append((starts[token.map[0] + k] + at, content))
     base, (last, tail) = located[0][0], located[-1]
     breaks = [at - base for at, _ in located[1:]]
-    return _inline_unit("\n".join(lines)[base : last + len(tail)], base, env, children=token.children, breaks=breaks)
+    unit = _inline_unit("\n".join(lines)[base : last + len(tail)], base, env, children=token.children, breaks=breaks)
+    return [unit] if unit else []
 
 
 def _row_line(tokens: list[Any], index: int) -> int:
@@ -538,7 +540,8 @@ class HtmlUnits(HTMLParser):
             self.marks.append(Mark(start, start, whole, at=opened))
         else:
             verbatim = tag in VERBATIM_INLINE
-            self.marks.append(Mark(start, len(self.plain), open_text, raw, verbatim, opened, whole if verbatim else ""))
+            code = whole if verbatim else None
+            self.marks.append(Mark(start, len(self.plain), open_text, raw, verbatim, opened, code))
 
     def _unclosed(self, depth: int) -> None:
         """Elements open above ``depth`` that an outer end tag (or the block's end) closes: their start tags
@@ -674,15 +677,22 @@ def place(
     if not _nested_as_in_source(ordered, spans):
         translation, spans, moved = _without_copies(translation, ordered, spans), [None] * len(ordered), True
     events: list[tuple[int, int, int, str, int]] = []  # (position, 0 close / 1 open / 2 empty close, rank, text, code)
+    breaks = _line_breaks(ordered, source, translation)
     for order, (mark, span) in enumerate(zip(ordered, spans)):
         if mark.start == mark.end or (span is None and mark.verbatim):  # put back whole at its relative place
-            code = 2 if mark.verbatim else 0  # code put in, nothing of the translation replaced
-            events.append((_relative(mark.start, source, translation), 1, order, _whole(mark, source, fmt), code))
+            at = breaks.get(order, _relative(mark.start, source, translation))
+            code = 2 if mark.verbatim else 0  # 2: put in, not replacing
+            if fmt == "markdown" and _delimiter(mark.open) and at == len(translation) and not last:
+                at = _before_stops(translation, at)  # the close of emphasis over sentences: before the stop
+            text = _spaced(translation[:at][-1:], _whole(mark, source, fmt), translation[at:][:1])
+            events.append((at, 1, order, text, code))
             continue
         if span is None:
-            span = (_relative(mark.start, source, translation), _relative(mark.end, source, translation))
+            start = _relative(mark.start, source, translation)
+            span = (start, max(_relative(mark.end, source, translation), min(start + 1, len(translation))))
         if mark.verbatim:  # the source's element instead of the words the model copied
-            events += [(span[0], 1, order, _whole(mark, source, fmt), 1), (span[1], 0, -order, "", -1)]
+            text = _spaced(translation[: span[0]][-1:], _whole(mark, source, fmt), translation[span[1] :][:1])
+            events += [(span[0], 1, order, text, 1), (span[1], 0, -order, "", -1)]
             continue
         opening, closing = mark.open, mark.close
         if fmt == "markdown" and _delimiter(closing):
@@ -690,9 +700,23 @@ def place(
                 opening, closing = _asterisks(opening), _asterisks(closing)
             if not (last and span[1] == len(translation)):
                 span = (span[0], max(span[0] + 1, _before_stops(translation, span[1])))
+            span = (_after_stops(translation, *span), span[1])
         events.append((span[0], 1, order, opening, 0))
         events.append((span[1], 0 if span[1] > span[0] else 2, -order, closing, 0))  # empty: open, then close
-    return Placed(_written(translation, _outside_code(events), fmt, escaped), moved)
+    atoms = {order for order, mark in enumerate(ordered) if mark.start == mark.end}
+    return Placed(_written(translation, _outside_code(events), fmt, escaped, atoms), moved)
+
+
+def _line_breaks(marks: list[Mark], source: str, translation: str) -> dict[int, int]:
+    """Where the line breaks of a paragraph translated whole go: at their relative places, but inside the
+    translation and never two at one place, which would end the paragraph (a blank line)."""
+    placed: dict[int, int] = {}
+    previous = 0
+    for order, mark in enumerate(marks):
+        if mark.start == mark.end and "\n" in mark.open and not mark.open.strip(" \t\n>\\"):
+            at = min(max(_relative(mark.start, source, translation), 1, previous + 1), max(len(translation) - 1, 1))
+            placed[order] = previous = at
+    return placed
 
 
 def _found_spans(
@@ -704,7 +728,8 @@ def _found_spans(
     spans: list[tuple[int, int] | None] = []
     for mark in marks:
         found = _span(mark, source, source_body, translation, body_end, inner) if mark.start < mark.end else None
-        if found and mark.verbatim and any(s and s[0] < found[1] and found[0] < s[1] for s in spans):
+        code = [s for m, s in zip(marks, spans) if m.verbatim and s]
+        if found and mark.verbatim and any(s[0] < found[1] and found[0] < s[1] for s in code):
             found = None  # two pieces of code found at one place: the second goes in whole
         spans.append(found)
     return spans
@@ -739,9 +764,11 @@ def _without_copies(translation: str, marks: list[Mark], spans: list[tuple[int, 
 
 def _whole(mark: Mark, source: str, fmt: str) -> str:
     """An atom, or code as the source wrote it (``whole``; else its markup around its words, escaped)."""
+    if mark.whole is not None:
+        return mark.whole
     if mark.start == mark.end:
-        return mark.whole or mark.open + mark.close
-    return mark.whole or mark.open + escape(fmt, source[mark.start : mark.end]) + mark.close
+        return mark.open + mark.close
+    return mark.open + escape(fmt, source[mark.start : mark.end]) + mark.close
 
 
 def _outside_code(events: list[tuple[int, int, int, str, int]]) -> list[tuple[int, int, int, str, int]]:
@@ -763,27 +790,55 @@ def _outside_code(events: list[tuple[int, int, int, str, int]]) -> list[tuple[in
     return sorted(moved)
 
 
-def _written(translation: str, events: list[tuple[int, int, int, str, int]], fmt: str, escaped: str) -> str:
+def _written(
+    translation: str, events: list[tuple[int, int, int, str, int]], fmt: str, escaped: str, atoms: set[int]
+) -> str:
     """The translation with the events' markup in, the text between escaped; the words that code
-    replaces (between its code 1 and -1 events) left out."""
-    out, cursor, in_code = [""], 0, 0
-    for position, _, _, text, code in _unmerged(events) if fmt == "markdown" else events:
+    replaces (between its code 1 and -1 events) left out. ``atoms``: the ranks of the atoms' events."""
+    pieces: list[tuple[str, int]] = []  # (text, -1 translation, 3 an atom, else the event's kind)
+    cursor, in_code = 0, 0
+    for position, kind, rank, text, code in _unmerged(events) if fmt == "markdown" else events:
         if not in_code:
-            out.append(escape(fmt, translation[cursor:position], escaped))
-        if code > 0:
-            text = _spaced(next((piece[-1] for piece in reversed(out) if piece), ""), text, translation[position:][:1])
-        out.append(text)
+            pieces.append((escape(fmt, translation[cursor:position], escaped), -1))
+        if code > 0 and _last_char(pieces) == "`" and text.startswith("`"):
+            text = " " + text  # two code spans, not one
+        pieces.append((text, 3 if kind == 1 and rank in atoms else kind))
         cursor, in_code = position, in_code + (code if code != 2 else 0)
-    return "".join(out) + escape(fmt, translation[cursor:], escaped)
+    pieces.append((escape(fmt, translation[cursor:], escaped), -1))
+    return "".join(_flanking(pieces) if fmt == "markdown" else (text for text, _ in pieces))
+
+
+def _last_char(pieces: list[tuple[str, int]]) -> str:
+    return next((text[-1] for text, _ in reversed(pieces) if text), "")
+
+
+def _flanking(pieces: list[tuple[str, int]]) -> list[str]:
+    """Emphasis delimiters with a space where CommonMark would not read them as such: an opening one
+    after a letter and before punctuation (``丝**[x](u)**``), a closing one after punctuation and
+    before a letter (``**[x](u)**丝``). Chinese has no spaces that would make them flank."""
+    out: list[str] = []
+    for k, (text, kind) in enumerate(pieces):
+        if kind in (0, 1) and _delimiter(text):
+            before = next((t[-1] for t in reversed(out) if t), " ")
+            after = next((t[0] for t, _ in pieces[k + 1 :] if t), " ")
+            if kind == 1 and before.isalnum() and _punctuation(after):
+                text = " " + text
+            elif kind == 0 and _punctuation(before) and after.isalnum():
+                text = text + " "
+        out.append(text)
+    return out
+
+
+def _punctuation(char: str) -> bool:
+    return unicodedata.category(char)[0] in "PS"
 
 
 def _spaced(before: str, code: str, after: str) -> str:
-    """Code as written, with a space where it would otherwise read as part of its neighbours: an address
-    glued to letters (no autolinker takes ``见https://x``), two code spans glued into one."""
-    address = bool(BARE_ADDRESS.fullmatch(code))
-    lead = (address and before.isalnum()) or (before == "`" and code.startswith("`"))
-    trail = (address and after.isalnum()) or (after == "`" and code.endswith("`"))
-    return " " * lead + code + " " * trail
+    """Code as written; an address with a space where it would otherwise be glued to the letters around
+    it in the translation (no autolinker takes ``见https://x``)."""
+    if not BARE_ADDRESS.fullmatch(code):
+        return code
+    return " " * before.isalnum() + code + " " * after.isalnum()
 
 
 def _unmerged(events: list[tuple[int, int, int, str, int]]) -> list[tuple[int, int, int, str, int]]:
@@ -814,7 +869,7 @@ def _span(
     for candidate in (words,) if mark.verbatim else (words, inner.get(words, "")):
         found = [m.start() for m in re.finditer(re.escape(candidate), translation)] if candidate else []
         if len(found) > 1:  # words the translation has more than once: the ones nearest where they stood
-            expected = _relative(mark.start, source, translation)
+            expected = _proportional(mark.start, source, translation)
             found = [min(found, key=lambda at: abs(at - expected))]
         if len(found) == 1:
             at = found[0]
@@ -833,6 +888,14 @@ def _asterisks(delimiter: str) -> str:
     return delimiter.replace("_", "*") if set(delimiter) == {"_"} else delimiter
 
 
+def _after_stops(text: str, start: int, end: int) -> int:
+    """``start`` moved forward over the punctuation just after it, short of ``end``: an opening ``**`` before
+    "。" and after a letter opens nothing (CommonMark's flanking rules)."""
+    while start < end - 1 and unicodedata.category(text[start]).startswith("P"):
+        start += 1
+    return start
+
+
 def _before_stops(text: str, end: int) -> int:
     """``end`` moved back over the punctuation just before it."""
     while end > 0 and unicodedata.category(text[end - 1]).startswith("P"):
@@ -840,14 +903,19 @@ def _before_stops(text: str, end: int) -> int:
     return end
 
 
-def _relative(offset: int, source: str, translation: str) -> int:
-    """Where ``source[offset]`` falls in the translation by its relative place, moved forward out of a
-    word of Latin letters or digits (an atom or a mark's end never splits one)."""
+def _proportional(offset: int, source: str, translation: str) -> int:
+    """Where ``source[offset]`` falls in the translation by its relative place."""
     if offset <= 0:
         return 0
     if offset >= len(source):
         return len(translation)
-    at = round(offset / len(source) * len(translation))
+    return round(offset / len(source) * len(translation))
+
+
+def _relative(offset: int, source: str, translation: str) -> int:
+    """``_proportional``, moved forward out of a word of Latin letters or digits (an atom or a mark's
+    end never splits one)."""
+    at = _proportional(offset, source, translation)
     while 0 < at < len(translation) and _LATIN_WORD(translation[at - 1]) and _LATIN_WORD(translation[at]):
         at += 1
     return at
