@@ -52,24 +52,27 @@ def debian_documents(patterns: tuple[str, ...]) -> Iterator[tuple[str, str, byte
 def choose(
     found: Iterator[tuple[str, str, bytes]], count: int, per_package: int, sizes: tuple[int, int]
 ) -> list[tuple[str, str, bytes]]:
-    taken: list[tuple[str, str, bytes]] = []
-    per: dict[str, int] = {}
+    """``count`` documents taken from the packages in turn (one of each, then a second of each, ...), so
+    that every generator of HTML and style of README is in; the same page shipped by two packages (a
+    library's manual in its runtime and -dev packages) is taken once."""
+    candidates: dict[str, list[tuple[str, str, bytes]]] = {}
     seen: set[str] = set()
     for package, origin, raw in found:
-        digest = hashlib.sha256(raw).hexdigest()
         crlf = b"\r\n" in raw and len(raw) <= 6 * sizes[1]  # rare: taken even when larger than the rest
-        if not (sizes[0] <= len(raw) <= sizes[1] or crlf) or per.get(package, 0) >= per_package or digest in seen:
+        title = re.search(rb"<title>(.*?)</title>", raw, re.S | re.I)  # a page's identity across packages
+        keys = {hashlib.sha256(raw).hexdigest(), title.group(1).strip().decode("utf-8", "replace") if title else ""}
+        if not (sizes[0] <= len(raw) <= sizes[1] or crlf) or keys & seen:
             continue
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError:
             continue
-        per[package] = per.get(package, 0) + 1
-        seen.add(digest)
-        taken.append((package, origin, raw))
-        if len(taken) == count:
-            break
-    return taken
+        seen |= keys - {""}
+        candidates.setdefault(package, []).append((package, origin, raw))
+    taken: list[tuple[str, str, bytes]] = []
+    for round_ in range(per_package):
+        taken += [documents[round_] for documents in candidates.values() if len(documents) > round_]
+    return taken[:count]
 
 
 def write(out: Path, kind: str, suffix: str, documents: list[tuple[str, str, bytes]]) -> list[str]:

@@ -19,6 +19,7 @@ import html
 import re
 import string
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
 from typing import Any
@@ -674,7 +675,8 @@ def place(
     ordered = sorted(marks, key=lambda m: (m.start, m.at, -m.end))
     spans = _found_spans(ordered, source, translation, inner)
     moved = any(0 < m.start < len(source) if m.start == m.end else s is None for m, s in zip(ordered, spans))
-    if not _nested_as_in_source(ordered, spans):
+    in_source_order = not _nested_as_in_source(ordered, spans)
+    if in_source_order:
         translation, spans, moved = _without_copies(translation, ordered, spans), [None] * len(ordered), True
     events: list[tuple[int, int, int, str, int]] = []  # (position, 0 close / 1 open / 2 empty close, rank, text, code)
     breaks = _line_breaks(ordered, source, translation)
@@ -687,9 +689,8 @@ def place(
             text = _spaced(translation[:at][-1:], _whole(mark, source, fmt), translation[at:][:1])
             events.append((at, 1, order, text, code))
             continue
-        if span is None:
-            start = _relative(mark.start, source, translation)
-            span = (start, max(_relative(mark.end, source, translation), min(start + 1, len(translation))))
+        if span is None:  # at its relative place (never widened: siblings apart in the source stay apart)
+            span = (_relative(mark.start, source, translation), _relative(mark.end, source, translation))
         if mark.verbatim:  # the source's element instead of the words the model copied
             text = _spaced(translation[: span[0]][-1:], _whole(mark, source, fmt), translation[span[1] :][:1])
             events += [(span[0], 1, order, text, 1), (span[1], 0, -order, "", -1)]
@@ -704,7 +705,8 @@ def place(
         events.append((span[0], 1, order, opening, 0))
         events.append((span[1], 0 if span[1] > span[0] else 2, -order, closing, 0))  # empty: open, then close
     atoms = {order for order, mark in enumerate(ordered) if mark.start == mark.end}
-    return Placed(_written(translation, _outside_code(events), fmt, escaped, atoms), moved)
+    key = _source_order(ordered) if in_source_order else None
+    return Placed(_written(translation, _outside_code(events, key), fmt, escaped, atoms), moved)
 
 
 def _line_breaks(marks: list[Mark], source: str, translation: str) -> dict[int, int]:
@@ -771,8 +773,24 @@ def _whole(mark: Mark, source: str, fmt: str) -> str:
     return mark.open + escape(fmt, source[mark.start : mark.end]) + mark.close
 
 
-def _outside_code(events: list[tuple[int, int, int, str, int]]) -> list[tuple[int, int, int, str, int]]:
-    """Events that fall inside the words code replaces move to the code's end: nothing lands in code."""
+Event = tuple[int, int, int, str, int]
+
+
+def _source_order(marks: list[Mark]) -> Callable[[Event], tuple[int, int, int]]:
+    """Events at one place in the order their markup has in the source: when every mark went to its
+    relative place, several may meet at one (two links around no words there, one inside the other)."""
+
+    def key(event: Event) -> tuple[int, int, int]:
+        position, kind, rank, _, _ = event
+        mark = marks[rank if kind == 1 else -rank]
+        return (position, 2 * mark.start + 1, rank) if kind == 1 else (position, 2 * mark.end, rank)
+
+    return key
+
+
+def _outside_code(events: list[Event], key: Callable[[Event], tuple[int, int, int]] | None) -> list[Event]:
+    """Events that fall inside the words code replaces move to the code's end: nothing lands in code;
+    sorted by place (``key``: and then as the source had them)."""
     replaced: list[tuple[int, int]] = []
     opened: dict[int, int] = {}
     for position, _, rank, _, code in events:
@@ -787,7 +805,7 @@ def _outside_code(events: list[tuple[int, int, int, str, int]]) -> list[tuple[in
             if start < position < end and not event[4]:
                 position = end
         moved.append((position, *event[1:]))
-    return sorted(moved)
+    return sorted(moved, key=key)
 
 
 def _written(
@@ -818,12 +836,12 @@ def _flanking(pieces: list[tuple[str, int]]) -> list[str]:
     before a letter (``**[x](u)**丝``). Chinese has no spaces that would make them flank."""
     out: list[str] = []
     for k, (text, kind) in enumerate(pieces):
-        if kind in (0, 1) and _delimiter(text):
+        if kind in (0, 1, 2) and _delimiter(text):
             before = next((t[-1] for t in reversed(out) if t), " ")
             after = next((t[0] for t, _ in pieces[k + 1 :] if t), " ")
             if kind == 1 and before.isalnum() and _punctuation(after):
                 text = " " + text
-            elif kind == 0 and _punctuation(before) and after.isalnum():
+            elif kind != 1 and _punctuation(before) and after.isalnum():
                 text = text + " "
         out.append(text)
     return out
