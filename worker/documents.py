@@ -319,13 +319,13 @@ def _result(plan: _Plan, seconds_per_token: float, fmt: str) -> DocumentResult:
 
 
 def _crlf_lines(text: str) -> list[int]:
-    """Where each ``\r\n`` of ``text`` ends a line, counted in the text with ``\n`` line ends."""
+    """Where each ``\\r\\n`` of ``text`` ends a line, counted in the text with ``\\n`` line ends."""
     return [m.start() - k for k, m in enumerate(re.finditer("\r\n", text))]
 
 
 def _endings_back(translation: str, plan: _Plan) -> tuple[str, list[int]]:
     """The translation with the source's line ends: line for line where it kept the source's lines
-    (Markdown and text always do), else ``\r\n`` throughout when the source wrote them throughout."""
+    (Markdown and text always do), else ``\\r\\n`` throughout when the source wrote them throughout."""
     if not plan.crlf:
         return translation, []
     ends = [m.start() for m in re.finditer("\n", translation)]
@@ -343,7 +343,7 @@ def _endings_back(translation: str, plan: _Plan) -> tuple[str, list[int]]:
 
 
 def _shifted(span: tuple[int, int], crlf: list[int]) -> tuple[int, int]:
-    """A span of the text with ``\n`` line ends as a span of the text as written (``crlf``: see ``_crlf_lines``)."""
+    """A span of the text with ``\\n`` line ends as a span of the text as written (``crlf``: ``_crlf_lines``)."""
     return span[0] + bisect.bisect_left(crlf, span[0]), span[1] + bisect.bisect_left(crlf, span[1])
 
 

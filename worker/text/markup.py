@@ -1,11 +1,13 @@
 """Documents as units of translatable text with their markup set aside: plain text, Markdown, HTML.
 
 A ``Unit`` is a stretch of the document translated as a whole (a line of plain text; a heading,
-paragraph line, list item line or table cell of Markdown; the text of a block element of HTML).
-The model sees only its ``plain`` text: inline markup (emphasis, links, code spans, inline tags)
-is lifted out into ``Mark``s over plain offsets, and entities are decoded. Everything outside the
-units (block markup, code blocks, tables' pipes, tags, comments) is copied to the translation as it
-stands, and each mark is put back around the words it enclosed (``place``).
+paragraph line, list item line or table cell of Markdown, or a whole paragraph whose markup runs
+over its lines; the text of a block element of HTML). The model sees only its ``plain`` text: inline
+markup (emphasis, links, code spans, inline tags) is lifted out into ``Mark``s over plain offsets,
+and entities are decoded. Everything outside the units (block markup, code blocks, tables' pipes,
+tags, comments) is copied to the translation as it stands, and each mark is put back around the
+words it enclosed (``place``); code and addresses go back as the source wrote them, never translated.
+What a translation must keep is checked afterwards by ``worker.text.structure``.
 
 Parsers: markdown-it-py (CommonMark, with GFM tables and strikethrough) for Markdown; Python's own
 ``html.parser`` for HTML: of the parsers measured (``python -m benchmarks.markup``) it is the one that
@@ -98,8 +100,9 @@ def markdown_parser() -> Any:
 
 
 def markdown_units(document: str) -> list[Unit]:
-    """Each line of a heading, paragraph or list item, and each table cell; code blocks, HTML blocks
-    and the markers of headings, lists, quotes and tables stay outside."""
+    """Each line of a heading, paragraph or list item (a paragraph whose link, emphasis or code runs over
+    a line break: the paragraph), and each table cell; code blocks, HTML blocks and the markers of
+    headings, lists, quotes and tables stay outside."""
     lines = document.split("\n")
     starts = [0]
     for line in lines:
