@@ -503,3 +503,18 @@ def test_crlf_documents_come_back_with_crlf_and_spans_into_the_source_as_written
     assert document[start:end] == "Tom has 3 apples."
     start, end = result.sentences[1].target
     assert "\r" not in result.translation[start:end] and result.translation[start:end]
+
+
+class Backticks(StandIn):
+    """A model that writes Markdown of its own: a code span the source never had."""
+
+    def _translate(self, text: str) -> str:
+        return "汤姆有`3`个苹果。"
+
+
+def test_a_translation_whose_structure_changed_is_flagged_and_never_ok() -> None:
+    engine = DocumentTranslator(Backticks(), format="markdown")  # type: ignore[arg-type]
+    (result,) = engine.translate([("d", "# Tom has 3 apples.\n\n[Tom](https://t.org) has 3 apples.\n")])
+    assert result.status == "partial" and "markup_changed" in result.flags
+    (clean,) = DocumentTranslator(StandIn(), format="markdown").translate([("d", "# Tom has 3 apples.\n")])  # type: ignore[arg-type]
+    assert clean.status == "ok" and "markup_changed" not in clean.flags
