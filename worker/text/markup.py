@@ -301,12 +301,15 @@ class _InlineMatch:
         self._expect(markup)
         self._close(Mark(plain_start, len(self.plain), open_text, markup, at=source_start), before)
 
-    def _close(self, mark: Mark, before: int) -> None:
+    def _close(self, mark: Mark, before: int, close_at: int | None = None) -> None:
         """A mark around no words (a link around a badge image, ``****``) is one atom: its source whole,
         with the atoms inside it."""
         if not "".join(self.plain[mark.start :]).strip():
             del self.marks[before:]
             mark = Mark(mark.start, mark.start, self.source[mark.at : self.cursor], at=mark.at)
+        elif close_at is not None:  # a link: the images at the edges of its words stay in it
+            inside = self.marks[before:]
+            mark, self.marks[before:] = _with_edge_atoms(mark, inside, self.source, self.plain, close_at)
         self.marks.append(mark)
 
     def _link_open(self, token: Any) -> None:
@@ -329,7 +332,7 @@ class _InlineMatch:
         close = self.source[close_start : self.cursor]
         if close in ("]", "][]"):  # the words are the reference's label: once translated, name it
             close = "][" + re.sub(r"\s+", " ", self.source[source_start + 1 : close_start]) + "]"
-        self._close(Mark(plain_start, len(self.plain), "[", close, at=source_start), before)
+        self._close(Mark(plain_start, len(self.plain), "[", close, at=source_start), before, close_start)
 
     def _code_inline(self, token: Any) -> None:
         """Code: its words go to the model as markdown-it reads them (line breaks as spaces); the span goes
@@ -362,6 +365,25 @@ class _InlineMatch:
     def _html_inline(self, token: Any) -> None:
         start = self._expect(token.content)
         self.marks.append(Mark(len(self.plain), len(self.plain), self.source[start : self.cursor], at=start))
+
+
+def _with_edge_atoms(
+    mark: Mark, inside: list[Mark], source: str, plain: list[str], close_at: int
+) -> tuple[Mark, list[Mark]]:
+    """The mark with the atoms at either edge of its words (an image first or last in a link, ``<br>``
+    before ``</span>``) taken into its own markup, as the source has them up to its own (whose close
+    starts at ``close_at``); the marks left inside it. Put back apart, an atom at the end of the words
+    would land after the element's close."""
+    kept, open_end, close_start = [], mark.at + len(mark.open), close_at
+    for atom in inside:
+        if atom.start == atom.end and not "".join(plain[mark.start : atom.start]).strip():
+            open_end = max(open_end, atom.at + len(atom.open))
+        elif atom.start == atom.end and not "".join(plain[atom.start : mark.end]).strip():
+            close_start = min(close_start, atom.at)
+        else:
+            kept.append(atom)
+    opening = mark.open + source[mark.at + len(mark.open) : open_end]
+    return replace(mark, open=opening, close=source[close_start:close_at] + mark.close), kept
 
 
 def _link_tail(source: str, at: int) -> int:
@@ -542,10 +564,13 @@ class HtmlUnits(HTMLParser):
             del self.marks[before:]
         if around_nothing:
             self.marks.append(Mark(start, start, whole, at=opened))
+        elif tag in VERBATIM_INLINE:
+            self.marks.append(Mark(start, len(self.plain), open_text, raw, True, opened, whole))
         else:
-            verbatim = tag in VERBATIM_INLINE
-            code = whole if verbatim else None
-            self.marks.append(Mark(start, len(self.plain), open_text, raw, verbatim, opened, code))
+            mark = Mark(start, len(self.plain), open_text, raw, at=opened)
+            inside = self.marks[before:]
+            mark, self.marks[before:] = _with_edge_atoms(mark, inside, self.document, self.plain, at)
+            self.marks.append(mark)
 
     def _unclosed(self, depth: int) -> None:
         """Elements open above ``depth`` that an outer end tag (or the block's end) closes: their start tags

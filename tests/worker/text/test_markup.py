@@ -518,3 +518,17 @@ def test_a_translation_whose_structure_changed_is_flagged_and_never_ok() -> None
     assert result.status == "partial" and "markup_changed" in result.flags
     (clean,) = DocumentTranslator(StandIn(), format="markdown").translate([("d", "# Tom has 3 apples.\n")])  # type: ignore[arg-type]
     assert clean.status == "ok" and "markup_changed" not in clean.flags
+
+
+@pytest.mark.parametrize(
+    ("document", "fmt"),
+    [
+        ('<p>Tom <span class="x">has <img src="x.png"></span> 3 apples.</p>', "html"),
+        ("<p><a href=u><img src=i> Tom has</a> 3 apples.</p>", "html"),
+        ("See [Tom ![i](y)](u) now. [![b](x) Tom has](u) 3 apples.", "markdown"),
+    ],
+)
+def test_an_atom_at_the_edge_of_an_elements_words_stays_inside_it(document: str, fmt: str) -> None:
+    for shuffle in (False, True):
+        result = translate(document, fmt, shuffle)
+        assert differences(document, result.translation, fmt) == [], result.translation
