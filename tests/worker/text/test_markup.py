@@ -347,9 +347,9 @@ def test_an_empty_element_put_back_on_its_own_keeps_its_close() -> None:
 
 
 def assert_status_explained(result: Any) -> None:
-    """Markup that could not be lifted out, or that the translation changed (an atom moved out of its
-    element), makes its document partial; nothing else here may, but the translation checks (runs of
-    spaces between atoms read as a repetition)."""
+    """Markup that could not be lifted out, or that the translation changed (``markup_changed``), makes
+    its document partial; nothing else here may, but the translation checks (runs of spaces between
+    atoms read as a repetition)."""
     assert result.status == "ok" or set(result.flags) & (SYMPTOMS | MARKUP_SYMPTOMS), result.flags
     assert not set(result.flags) & MARKUP_SYMPTOMS or result.status != "ok"
 
