@@ -116,7 +116,7 @@ def markdown_units(document: str) -> list[Unit]:
             continue
         cell = tokens[i - 1].type in ("th_open", "td_open")
         first_line = token.map[0] if token.map else _row_line(tokens, i)
-        if not cell and _crosses_lines(token) and (whole := _paragraph_unit(token, lines, starts, env)) is not None:
+        if not cell and _crosses_lines(token) and (whole := _paragraph_unit(token, document, starts, env)) is not None:
             found += whole
             continue
         for k, content in enumerate(token.content.split("\n")):
@@ -151,18 +151,19 @@ def _crosses_lines(token: Any) -> bool:
     return breaks != token.content.count("\n")
 
 
-def _paragraph_unit(token: Any, lines: list[str], starts: list[int], env: dict[str, Any]) -> list[Unit] | None:
+def _paragraph_unit(token: Any, document: str, starts: list[int], env: dict[str, Any]) -> list[Unit] | None:
     """The whole paragraph as one unit, its line breaks (with the quote markers or indentation after
     them) kept as atoms (no unit: no words, only markup); None where a line cannot be found as written."""
     located = []
     for k, content in enumerate(token.content.split("\n")):
-        at = lines[token.map[0] + k].find(content)
+        line_start, line_end = starts[token.map[0] + k], starts[token.map[0] + k + 1] - 1
+        at = document.find(content, line_start, line_end)
         if at < 0:
             return None
-        located.append((starts[token.map[0] + k] + at, content))
+        located.append((at, content))
     base, (last, tail) = located[0][0], located[-1]
     breaks = [at - base for at, _ in located[1:]]
-    unit = _inline_unit("\n".join(lines)[base : last + len(tail)], base, env, children=token.children, breaks=breaks)
+    unit = _inline_unit(document[base : last + len(tail)], base, env, children=token.children, breaks=breaks)
     return [unit] if unit else []
 
 
