@@ -14,6 +14,8 @@ length:
     url       one long URL
     base64    a base64 blob of random bytes
     dotted    "a." repeated: a sentence end every two characters, and no space
+    ellipsis  ".…" repeated: 50,000 equal sentences of punctuation
+    hexpath   a hexadecimal hash and then "/index.html": a long word in a line with a path in it
 
 Per kind: planning seconds (segmenting, splitting, counting tokens, windows), total seconds,
 characters per second, source tokens, windows, and the time against prose's (goal: within 3x).
@@ -65,6 +67,8 @@ def kinds(chars: int) -> dict[str, Callable[[], str]]:
         "url": lambda: _repeat("https://example.com/" + "docs/v2/api-reference_section-" * chars, chars),
         "base64": lambda: base64.b64encode(rng.randbytes(chars)).decode("ascii")[:chars],
         "dotted": lambda: _repeat("a.", chars),
+        "ellipsis": lambda: _repeat(".…", chars),
+        "hexpath": lambda: "".join(rng.choice("0123456789abcdef") for _ in range(chars - 11)) + "/index.html",
     }
 
 

@@ -49,6 +49,7 @@ _GLUED = re.compile(r"(?<=[a-z]{2}\.)(?=[A-Z][a-z])|(?<=[!?]{2})\s+(?=[A-Z])")  
 # to its end each time (quadratic on ``....``), and a match inside it could only end where the whole run's does.
 _SAFE_END = re.compile(r"(?<![.!?])[.!?]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z])|[。！？]+[”’」』）)]*")
 _FIRST_CHAR = re.compile(r"[\"'“‘(\[]*(\S)")
+_WORD_CHARACTER = re.compile(r"[^\W_]")  # a letter or digit: what str.isalnum() finds, as a pattern
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,23 @@ def line_spans(line: str) -> list[tuple[int, int, bool]]:
         found = _correct(_pysbd_spans(line, start, end), line, protected)
         last = len(found) - 1
         spans += [(a, b, (cut_before and k == 0) or (cut_after and k == last)) for k, (a, b) in enumerate(found)]
-    return spans
+    return _join_wordless(line, spans)
+
+
+def _join_wordless(line: str, spans: list[tuple[int, int, bool]]) -> list[tuple[int, int, bool]]:
+    """Neighbouring sentences without a letter or digit as one: such a sentence is copied, not translated,
+    and a line of 50,000 one-mark sentences (``.….…``) cost 50,000 token counts, each with its end token,
+    and windows of them; joined, it is cut to the budget as one long sentence is."""
+    joined: list[tuple[int, int, bool]] = []
+    after_wordless = False  # whether joined[-1] is wordless (searched once per sentence, not per join)
+    for a, b, cut in spans:
+        wordless = _WORD_CHARACTER.search(line, a, b) is None
+        if wordless and after_wordless:
+            joined[-1] = (joined[-1][0], b, joined[-1][2] or cut)
+        else:
+            joined.append((a, b, cut))
+        after_wordless = wordless
+    return joined
 
 
 def _pysbd_sentences(piece: str) -> list[str]:

@@ -103,6 +103,14 @@ def test_pysbd_sentences_are_found_in_one_pass_not_by_its_span_search(monkeypatc
     assert "".join(s.text for s in sentences) == ".…" * 10_000
 
 
+def test_neighbouring_sentences_without_a_word_are_one_sentence() -> None:
+    """Each is copied, not translated; 50,000 of them were 50,000 token counts and 5,556 windows."""
+    assert [s.text for s in segment(".…" * 50_000)] == [".…" * 50_000]
+    worded = ["Tom has 3 apples.", "...", "What?", "— ok"]  # a wordless sentence between worded ones stays
+    assert [s.text for s in segment(" ".join(worded))] == worded
+    assert [s.text for s in segment("Wow!!! 😀😀. Great. ... !!!")] == ["Wow!!! 😀😀.", "Great.", "... !!!"]
+
+
 @pytest.fixture(scope="module")
 def documents(demo_artifact: Path) -> DocumentTranslator:
     return DocumentTranslator(Translator(demo_artifact, precision="int8"), budget=BUDGET)
