@@ -473,13 +473,24 @@ _SECTION_CLOSE = re.compile(r"\]\s*\]?\s*>")
 _CHARREF = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")
 
 
-class HtmlUnits(HTMLParser):
+class PositionedParser(HTMLParser):
+    """``html.parser`` over ``document`` that says where in it each event starts (``position``)."""
+
+    def __init__(self, document: str, *, convert_charrefs: bool):
+        super().__init__(convert_charrefs=convert_charrefs)
+        self.document = document
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", document)]
+
+    def position(self) -> int:
+        line, column = self.getpos()
+        return self.line_starts[line - 1] + column
+
+
+class HtmlUnits(PositionedParser):
     """Units from HTML: text between block tags, inline tags as marks, entities decoded."""
 
     def __init__(self, document: str):
-        super().__init__(convert_charrefs=False)
-        self.document = document
-        self.line_starts = [0] + [m.end() for m in re.finditer("\n", document)]
+        super().__init__(document, convert_charrefs=False)
         self.found: list[Unit] = []
         self.skipping: str | None = None
         self._reset()
@@ -503,10 +514,6 @@ class HtmlUnits(HTMLParser):
         self.start: int | None = None
         self.end = 0
 
-    def _position(self) -> int:
-        line, column = self.getpos()
-        return self.line_starts[line - 1] + column
-
     def _flush(self) -> None:
         self._unclosed(0)
         if self.start is not None and self.plain:
@@ -521,7 +528,7 @@ class HtmlUnits(HTMLParser):
         self.end = max(self.end, end)
 
     def handle_starttag(self, tag: str, attrs: Any) -> None:
-        at = self._position()
+        at = self.position()
         raw = self.document[at : at + len(self.get_starttag_text() or "")]
         if self.skipping:
             return
@@ -543,7 +550,7 @@ class HtmlUnits(HTMLParser):
             self.handle_endtag(tag)
 
     def handle_endtag(self, tag: str) -> None:
-        at = self._position()
+        at = self.position()
         raw = self.document[at : self.document.index(">", at) + 1]
         if self.skipping:
             if tag == self.skipping:
@@ -583,7 +590,7 @@ class HtmlUnits(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self.skipping:
             return
-        at = self._position()
+        at = self.position()
         data = self.document[at : at + len(data)]  # as written (the parser reads a copy: see ``run``)
         if not data.strip() and self.start is None:
             return
@@ -605,7 +612,7 @@ class HtmlUnits(HTMLParser):
     def _entity(self, raw: str) -> None:
         if self.skipping:
             return
-        at = self._position()
+        at = self.position()
         text = html.unescape(raw)
         if text.strip():  # a space entity (&nbsp;) at the unit's edge stays outside it, as it stands
             self._touch(at, at + len(raw))
@@ -623,11 +630,11 @@ class HtmlUnits(HTMLParser):
 
     def _consumed(self, raw: str) -> None:
         """The entity as html.parser consumed it: ``&name``, and its semicolon when one follows."""
-        at = self._position()
+        at = self.position()
         self._entity(raw + ";" if self.document.startswith(";", at + len(raw)) else raw)
 
     def handle_comment(self, data: str) -> None:
-        at = self._position()
+        at = self.position()
         close = _COMMENT_CLOSE.match(self.document, at + 4 + len(data))
         if self.document.startswith("<!--", at) and close:
             self._atom(at, close.end())
@@ -635,13 +642,13 @@ class HtmlUnits(HTMLParser):
             self._atom(at, self._past(">", at))
 
     def handle_decl(self, decl: str) -> None:  # <!DOCTYPE html>
-        self._atom(self._position(), self._past(">", self._position()))
+        self._atom(self.position(), self._past(">", self.position()))
 
     def handle_pi(self, data: str) -> None:  # <?php x ?>
-        self._atom(self._position(), self._past(">", self._position()))
+        self._atom(self.position(), self._past(">", self.position()))
 
     def unknown_decl(self, data: str) -> None:  # <![CDATA[x]]>
-        at = self._position()
+        at = self.position()
         close = _SECTION_CLOSE.match(self.document, at + 3 + len(data))
         self._atom(at, close.end() if close else self._past(">", at))
 

@@ -16,14 +16,12 @@ The same check measures the real-document corpus (``tests/worker/text/test_real_
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from typing import Any
 
-from worker.text.markup import BARE_ADDRESS, BLOCKS, markdown_parser
+from worker.text.markup import BARE_ADDRESS, BLOCKS, PositionedParser, markdown_parser
 
 _VERBATIM_HTML = frozenset("code kbd samp var tt pre script style textarea".split())
 _VOID_HTML = frozenset(
@@ -133,13 +131,11 @@ def _markdown_mark(token: Any) -> str:
 # HTML
 
 
-class _HtmlStructure(HTMLParser):
+class _HtmlStructure(PositionedParser):
     """Block elements in order; every other element as its path of start tags; verbatim elements' source."""
 
     def __init__(self, document: str):
-        super().__init__(convert_charrefs=True)
-        self.document = document
-        self.line_starts = [0] + [m.end() for m in re.finditer("\n", document)]
+        super().__init__(document, convert_charrefs=True)
         self.blocks: list[str] = []
         self.inline: Counter[str] = Counter()
         self.verbatim: Counter[str] = Counter()
@@ -152,10 +148,6 @@ class _HtmlStructure(HTMLParser):
         self.blocks += [f"unclosed {raw}" for _, raw, _ in self.open]
         return Structure(tuple(self.blocks), self.inline, self.verbatim, _addresses(self.texts), endings)
 
-    def _position(self) -> int:
-        line, column = self.getpos()
-        return self.line_starts[line - 1] + column
-
     def handle_starttag(self, tag: str, attrs: Any) -> None:
         raw = self.get_starttag_text() or tag
         if tag in BLOCKS or tag in _VERBATIM_HTML:
@@ -166,7 +158,7 @@ class _HtmlStructure(HTMLParser):
         if tag not in BLOCKS:
             self.inline[path] += 1
         if tag not in _VOID_HTML:
-            self.open.append((tag, raw, self._position() + len(raw)))
+            self.open.append((tag, raw, self.position() + len(raw)))
 
     def handle_startendtag(self, tag: str, attrs: Any) -> None:
         self.handle_starttag(tag, attrs)
@@ -184,7 +176,7 @@ class _HtmlStructure(HTMLParser):
                 break
             self.blocks.append(f"unclosed {raw}")  # an element closed by an outer end tag: its nesting is broken
         if tag in _VERBATIM_HTML and not any(t in _VERBATIM_HTML for t in names[: names.index(tag)]):
-            self.verbatim[f"{raw}{self.document[content_at : self._position()]}"] += 1
+            self.verbatim[f"{raw}{self.document[content_at : self.position()]}"] += 1
         if tag in BLOCKS:
             self.blocks.append(f"</{tag}>")
 
