@@ -675,6 +675,7 @@ class Placed:
     moved: bool
 
 
+Event = tuple[int, int, int, str, int]  # (position in the translation, kind, rank, text written, code)
 _END_PUNCTUATION = re.compile(r"[\s.!?。！？…；;:：,，]*$")
 
 
@@ -714,14 +715,12 @@ def place(
     in_source_order = not _nested_as_in_source(ordered, spans)
     if in_source_order:
         translation, spans, moved = _without_copies(translation, ordered, spans), [None] * len(ordered), True
-    events: list[tuple[int, int, int, str, int]] = []  # (position, 0 close / 1 open / 2 empty close, rank, text, code)
+    events: list[Event] = []  # (position, 0 close / 1 open / 2 empty close, rank, text, code)
     breaks = _line_breaks(ordered, source, translation)
     for order, (mark, span) in enumerate(zip(ordered, spans)):
         if mark.start == mark.end or (span is None and mark.verbatim):  # put back whole at its relative place
             at = breaks.get(order, _relative(mark.start, source, translation))
             code = 2 if mark.verbatim else 0  # 2: put in, not replacing
-            if fmt == "markdown" and _delimiter(mark.open) and at == len(translation) and not last:
-                at = _before_stops(translation, at)  # the close of emphasis over sentences: before the stop
             text = _spaced(translation[:at][-1:], _whole(mark, source, fmt), translation[at:][:1])
             events.append((at, 1, order, text, code))
             continue
@@ -809,9 +808,6 @@ def _whole(mark: Mark, source: str, fmt: str) -> str:
     return mark.open + escape(fmt, source[mark.start : mark.end]) + mark.close
 
 
-Event = tuple[int, int, int, str, int]
-
-
 def _source_order(marks: list[Mark]) -> Callable[[Event], tuple[int, int, int]]:
     """Events at one place in the order their markup has in the source: when every mark went to its
     relative place, several may meet at one (two links around no words there, one inside the other)."""
@@ -845,7 +841,7 @@ def _outside_code(events: list[Event], key: Callable[[Event], tuple[int, int, in
 
 
 def _written(
-    translation: str, events: list[tuple[int, int, int, str, int]], fmt: str, escaped: str, atoms: set[int]
+    translation: str, events: list[Event], fmt: str, escaped: str, atoms: set[int]
 ) -> str:
     """The translation with the events' markup in, the text between escaped; the words that code
     replaces (between its code 1 and -1 events) left out. ``atoms``: the ranks of the atoms' events."""
@@ -895,7 +891,7 @@ def _spaced(before: str, code: str, after: str) -> str:
     return " " * before.isalnum() + code + " " * after.isalnum()
 
 
-def _unmerged(events: list[tuple[int, int, int, str, int]]) -> list[tuple[int, int, int, str, int]]:
+def _unmerged(events: list[Event]) -> list[Event]:
     """Two emphases opening at one place (both moved around the whole translation) would read ``**``,
     a strong one: the inner one is written with the other character (``*_x_*``)."""
     swap = {"*": "_", "_": "*"}
