@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import errno
 import hashlib
-import json
 import shutil
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from export_tools.architectures import Architecture, ExportError
 from export_tools.export import OPSET, export_fp32, layer_shape, select_graph
 from export_tools.request import check_request
 from export_tools.weights import save_shared, token_rows_as_input
-from worker.artifact import ARTIFACT_FORMAT, MANIFEST, file_entries, sha256_file
+from worker.artifact import ARTIFACT_FORMAT, seal, sha256_file
 
 
 def say(message: str) -> None:
@@ -205,11 +204,7 @@ def assemble(
         "versions": _versions(),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
-    manifest["files"] = file_entries(root)
-    digest = hashlib.sha256(json.dumps(manifest["files"], sort_keys=True).encode()).hexdigest()
-    manifest["artifact_id"] = f"{source.arch.name}-{digest[:12]}"
-    (root / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
-    return manifest
+    return seal(root, manifest)
 
 
 def build(

@@ -42,7 +42,7 @@ def sample_sentences(count: int = 7, seed: int = 11) -> list[str]:
 
 
 def check_hashes(root: Path) -> None:
-    artifact = Artifact.load(root, verify=False)
+    artifact = Artifact.load(root, verify=False)  # refuses an artifact_id that is not its content's
     problems = file_problems(root, artifact.manifest["files"])
     if problems:
         raise VerificationError("hash check failed: " + "; ".join(problems))

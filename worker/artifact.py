@@ -3,13 +3,25 @@
 Every file is listed in ``manifest.json`` with its size and sha256; ``Artifact.load`` checks all
 of them before anything is handed to ONNX Runtime, so a tampered or half-copied artifact is
 refused with the name of the file that is wrong.
+
+An artifact's identity is its content: ``artifact_id`` is derived from the manifest (every file's
+hash included), and ``load`` derives it again, so a file changed together with its hash in the
+manifest is a different artifact (a job submitted for the old one refuses it), never the same one.
+
+Files change under a loaded artifact too (someone copies a new version over it): ONNX Runtime maps
+the weights and the worker reads the token table while it translates. ``load`` notes each file's
+inode, size, modification and change times; ``check_unchanged`` compares them again (a ``stat`` per
+file, microseconds: the engine calls it after every batch), and any write, truncation or
+replacement changes the change time, which no user can set. The bytes read before the check are
+then discarded with an ``ArtifactError``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
@@ -18,8 +30,9 @@ from typing import Any, TypedDict, cast
 #    the weights both graphs read are listed (shared_weights);
 # 4: the decoder returns the full logits only for the rows logit_rows asks for;
 # 5: top_logprobs are renormalized over what the bans left (log_mass turns them back);
-# 6: the token table is stored (vocab, d_model) and looked up by the worker (token_table, token_rows)
-ARTIFACT_FORMAT = 6
+# 6: the token table is stored (vocab, d_model) and looked up by the worker (token_table, token_rows);
+# 7: the artifact_id is derived from the whole manifest (``content_id``) and checked on load
+ARTIFACT_FORMAT = 7
 MANIFEST = "manifest.json"
 REPORT = "report.json"  # written after the hashes (it holds verification results), so not hashed
 PRECISIONS = ("fp32", "int8", "int8-static", "fp16")  # what an artifact may hold (export_tools/precision.py)
@@ -44,7 +57,30 @@ class SharedWeights(StoredTensor):
 
 
 class ArtifactError(Exception):
-    """The artifact is missing, incomplete or altered; the message names the file."""
+    """The artifact is missing, incomplete or altered; the message names the file, ``root`` the artifact."""
+
+    def __init__(self, message: str, root: Path | None = None):
+        super().__init__(message)
+        self.root = root
+
+
+def content_id(manifest: dict[str, Any]) -> str:
+    """The id an artifact's content gives it: its architecture and a digest of its manifest (every file's
+    sha256 included), leaving out the id itself and the build's time."""
+    content = {k: v for k, v in manifest.items() if k not in ("artifact_id", "created")}
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return f"{manifest.get('architecture', 'artifact')}-{digest[:12]}"
+
+
+Stamp = tuple[int, int, int, int, int]  # a file's device, inode, size, modification and change times (ns)
+
+
+def stamps(root: Path, files: Iterable[str]) -> dict[str, Stamp]:
+    found = {}
+    for rel in files:
+        st = (root / rel).stat()
+        found[rel] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return found
 
 
 def sha256_file(path: Path, block: int = 1 << 20) -> str:
@@ -65,6 +101,22 @@ def file_entries(root: Path) -> dict[str, dict[str, Any]]:
     return entries
 
 
+def seal(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Write ``manifest`` into ``root`` with every file's size and hash and the id its content gives."""
+    manifest["files"] = file_entries(root)
+    manifest["artifact_id"] = content_id(manifest)
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    return manifest
+
+
+def identity_problems(manifest: dict[str, Any]) -> list[str]:
+    """Whether the manifest's ``artifact_id`` is the one its content gives (empty when it is)."""
+    derived = content_id(manifest)
+    if manifest.get("artifact_id") == derived:
+        return []
+    return [f"{MANIFEST}: artifact_id {manifest.get('artifact_id')!r} is not its content's ({derived}): altered"]
+
+
 def file_problems(root: Path, listed: dict[str, dict[str, Any]]) -> list[str]:
     """Human-readable problems: changed, missing or unlisted files (empty when all is well)."""
     problems = []
@@ -80,10 +132,27 @@ def file_problems(root: Path, listed: dict[str, dict[str, Any]]) -> list[str]:
     return problems
 
 
+def _verified(root: Path, listed: dict[str, dict[str, Any]]) -> tuple[dict[str, Stamp], list[str]]:
+    """The files' stamps, taken before they were hashed, and their problems (a file that changed while
+    it was hashed is one)."""
+    try:
+        before = stamps(root, listed)
+    except OSError:
+        before = {}  # a file is missing: ``file_problems`` names it
+    problems = file_problems(root, listed)
+    try:
+        if not problems and stamps(root, listed) != before:
+            problems = ["its files changed while they were verified"]
+    except OSError as err:
+        problems = [f"{err.filename}: {err.strerror}"]
+    return before, problems
+
+
 @dataclass(frozen=True)
 class Artifact:
     root: Path
     manifest: dict[str, Any]
+    stamps: dict[str, Stamp] = field(default_factory=dict)  # what the files were when verified
 
     @classmethod
     def load(cls, root: str | Path, *, verify: bool = True) -> Artifact:
@@ -92,20 +161,34 @@ class Artifact:
             manifest = json.loads((root / MANIFEST).read_text())
         except FileNotFoundError:
             raise ArtifactError(
-                f"{root / MANIFEST} not found: build an artifact with `python -m export_tools build`"
+                f"{root / MANIFEST} not found: build an artifact with `python -m export_tools build`", root
             ) from None
-        except json.JSONDecodeError as err:
-            raise ArtifactError(f"{root / MANIFEST} is corrupt ({err}): rebuild the artifact") from None
+        except (OSError, json.JSONDecodeError) as err:
+            raise ArtifactError(f"{root / MANIFEST} cannot be read ({err}): rebuild the artifact", root) from None
         if manifest.get("format") != ARTIFACT_FORMAT:
             raise ArtifactError(
                 f"artifact {root} has format {manifest.get('format')}, this worker reads format {ARTIFACT_FORMAT}: "
-                "rebuild it with `python -m export_tools build` (or `demo`) from this version"
-            )
-        if verify:
-            problems = file_problems(root, manifest["files"])
-            if problems:
-                raise ArtifactError(f"artifact {root} failed verification: " + "; ".join(problems))
-        return cls(root, manifest)
+                "rebuild it with `python -m export_tools build` (or `demo`) from this version", root
+            )  # fmt: skip
+        problems = identity_problems(manifest)  # the manifest alone: cheap, so always
+        before: dict[str, Stamp] = {}
+        if verify and not problems:
+            before, problems = _verified(root, manifest["files"])
+        if problems:
+            raise ArtifactError(f"artifact {root} failed verification: " + "; ".join(problems), root)
+        return cls(root, manifest, before)
+
+    def check_unchanged(self) -> None:
+        """Raise ``ArtifactError`` if a file changed since ``load`` verified it (see the module's docstring)."""
+        try:
+            changed = [rel for rel, stamp in stamps(self.root, self.stamps).items() if stamp != self.stamps[rel]]
+        except OSError as err:
+            changed = [f"{err.filename} ({err.strerror})"]
+        if changed:
+            raise ArtifactError(
+                f"artifact {self.root} changed while in use ({', '.join(changed)}): what was read from it is "
+                "discarded; artifacts are immutable, a new version goes to a new path", self.root
+            )  # fmt: skip
 
     @property
     def artifact_id(self) -> str:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from export_tools.fixtures.names import LANGUAGES, LIKE
 from tests.shared import Lazy
-from worker.artifact import MANIFEST, Artifact, file_entries
+from worker.artifact import MANIFEST, Artifact, seal
 from worker.tokenizer import Tokenizer
 
 # Text as users send it: any script, digits, punctuation, emoji, spaces at the ends, markup, the
@@ -110,8 +110,6 @@ def test_a_process_loads_a_tokenizer_once_and_new_files_at_the_same_path_anew(ar
     a, b = pieces[ids[0]], pieces[ids[1]]
     vocab[a], vocab[b] = vocab[b], vocab[a]
     vocab_file.write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
-    manifest = json.loads((folder / MANIFEST).read_text())
-    manifest["files"] = file_entries(folder)
-    (folder / MANIFEST).write_text(json.dumps(manifest))
+    seal(folder, json.loads((folder / MANIFEST).read_text()))
     second = Tokenizer.from_artifact(Artifact.load(folder))
     assert second.encode(text)[:2] == [ids[1], ids[0]]

@@ -160,6 +160,7 @@ class Translator:
         todo = [i for i, s in enumerate(sentences) if s.strip()]
         fitted = [self._fit(self.tokenizer.encode(sentences[i], framing)) for i in todo]
         results = self.search([source for source, _ in fitted], options, framing)
+        self.artifact.check_unchanged()  # nothing read from an artifact changed meanwhile is kept
         for i, result, (source, truncated) in zip(todo, results, fitted):
             out[i] = self._translation(result, truncated, len(source))
         return out
