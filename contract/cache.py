@@ -19,13 +19,18 @@ from contract.storage import open_storage
 
 JOBS_KEY = "fanyi:jobs"  # hash: job id -> output prefix, for the exporter and the CLI
 JOB_PROGRESS_KEY = "fanyi:progress:{job}"  # hash: total, documents, errors, partial, flag:<name>, windows, ..., ended
-RUNNING_KEY = "fanyi:running"  # hash: "<output>|<job>|<chunk>" -> {"worker", "since"} of deliveries under way
-WORKER_KEY = "fanyi:worker:{hostname}"  # a worker's heartbeat and health, expiring after 3 heartbeats
-REQUEUE_LOCK = "fanyi:requeue:{chunk}"  # one watchdog requeues an orphan, not every one that sees it
+RUNNING_KEY = "fanyi:running"  # hash: "<output>|<job>|<chunk>" -> {"worker", "delivery", "since"} under way
+WORKER_KEY = "fanyi:worker:{hostname}"  # a worker's heartbeat: its health and queues, expiring after 3 heartbeats
+UNLOADABLE_KEY = "fanyi:unloadable:{artifact}"  # hash: workers that cannot load this artifact -> since when
 CHUNK_KEY = "fanyi:chunk:{job}:{chunk}"  # hash: a chunk's deliveries (running, deaths, strikes:<doc>, ...)
 LEASE_KEY = "fanyi:delivery:{delivery}"  # present while that delivery's process is alive
 SCHEDULE_RUN_KEY = "fanyi:schedule:{name}:{date}"  # the job id a scheduled run submitted (kept 7 days)
 SCHEDULE_LAST_KEY = "fanyi:schedule:{name}:last"  # "<job id> <output>" of a schedule's latest run
+# In the broker's Redis (``broker()``), beside kombu's own keys:
+BROKER_MARK_KEY = "fanyi:broker"  # set once; gone when the broker lost its keys (restart without disk, FLUSHALL)
+REENQUEUE_LOCK = "fanyi:reenqueue:{job}:{mark}"  # one watchdog enqueues a job's lost chunks again
+UNACKED_KEY = "unacked"  # kombu's hash of delivered, unacknowledged messages: tag -> [message, exchange, queue]
+UNACKED_INDEX_KEY = "unacked_index"  # kombu's sorted set: tag -> when it was delivered
 MEMORY_KEY = "fanyi:memory:{output}|{scope}"  # hash: a translation memory (scope: a job id, or "shared")
 
 
@@ -34,6 +39,14 @@ def cache() -> Any:
     import redis
 
     return redis.Redis.from_url(settings.CACHE_URL, socket_timeout=5, socket_connect_timeout=5)
+
+
+@functools.cache
+def broker() -> Any:
+    """The broker's Redis, for what reads kombu's keys itself (the exporter, the watchdog)."""
+    import redis
+
+    return redis.Redis.from_url(settings.BROKER_URL, socket_timeout=5, socket_connect_timeout=5)
 
 
 def register(job_id: str, output: str, documents: int) -> None:
@@ -78,6 +91,20 @@ def rebuild_progress(job_id: str, output: str) -> None:
         counts["ended"] = time.time()
     progress = JOB_PROGRESS_KEY.format(job=job_id)
     cache().pipeline().hset(JOBS_KEY, job_id, output).delete(progress).hset(progress, mapping=counts).execute()
+
+
+def unfinished_jobs() -> set[tuple[str, str]]:
+    """``(output, job id)`` of each registered job whose counters do not show it ended (or cannot say)."""
+    client = cache()
+    registered = [(job_id.decode(), output.decode()) for job_id, output in client.hgetall(JOBS_KEY).items()]
+    pipeline = client.pipeline(transaction=False)
+    for job_id, _ in registered:
+        pipeline.hmget(JOB_PROGRESS_KEY.format(job=job_id), "documents", "total", "ended")
+    found = set()
+    for (job_id, output), (documents, total, ended) in zip(registered, pipeline.execute()):
+        if ended is None and (documents is None or total is None or int(documents) < int(total)):
+            found.add((output, job_id))
+    return found
 
 
 def record_ended(job_id: str, ended: bool = True) -> None:

@@ -60,11 +60,13 @@ def redis_executable() -> str:
 
 @dataclass
 class RedisServer:
-    """A throwaway redis-server on 127.0.0.1; ``restart`` loses every key, as a Redis without disk does."""
+    """A throwaway redis-server on 127.0.0.1; ``restart`` loses every key, as a Redis without disk does,
+    unless it keeps an append-only file (``aof``)."""
 
     port: int = field(default_factory=free_port)
     password: str | None = None
     process: subprocess.Popen | None = None
+    aof: Path | None = None  # a folder for an append-only file: the keys survive ``restart``
 
     @property
     def url(self) -> str:
@@ -72,7 +74,9 @@ class RedisServer:
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisServer:
-        args = [redis_executable(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        args = [redis_executable(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        aof = ["--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.aof)] if self.aof else []
+        args += aof or ["--appendonly", "no"]
         args += ["--requirepass", self.password] if self.password else []
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(lambda: redis_answers(self.url), 10, "redis-server")
@@ -99,26 +103,36 @@ class Worker:
     app: str = "worker.app"
     queue: str = "translate.cpu"
     process: subprocess.Popen | None = None
-    name: str = ""  # the worker's node name (``-n``), once started
+    name: str = ""  # the worker's node name (``-n``): made up at the first start, kept by ``restart``
+    prefix: list[str] = field(default_factory=list)  # a command the worker runs under (``unshare -m ...``)
 
     @property
     def health_file(self) -> Path:
         return Path(self.env.get("FANYI_HEALTH_FILE") or self.log.with_suffix(".health.json"))
 
     def start(self, timeout: float = 90) -> Worker:
-        args = [sys.executable, "-m", "celery", "-A", self.app, "worker", "-Q", self.queue]
+        args = [*self.prefix, sys.executable, "-m", "celery", "-A", self.app, "worker", "-Q", self.queue]
         args += ["--concurrency", str(self.concurrency), "--loglevel", "INFO", "--without-mingle", "--without-gossip"]
-        self.name = f"local-{os.getpid()}-{free_port()}@{socket.gethostname()}"
+        self.name = self.name or f"local-{os.getpid()}-{free_port()}@{socket.gethostname()}"
         args += ["-n", self.name]
         env = {**os.environ, "PYTHONPATH": str(ROOT), "FANYI_HEALTH_FILE": str(self.health_file), **self.env}
+        ready = self._readies()
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=log, stderr=log, start_new_session=True)
-        wait_for(lambda: "ready." in self.log.read_text(errors="replace") or self.died(), timeout, "the worker")
+        wait_for(lambda: self._readies() > ready or self.died(), timeout, "the worker")
         if self.died():
             raise RuntimeError(
                 f"the worker exited at start; its log ({self.log}) ends:\n{self.log.read_text()[-3000:]}"
             )
         return self
+
+    def restart(self) -> Worker:
+        """Start again under the same node name, as a container restarted in its pod comes back."""
+        self.kill()
+        return self.start()
+
+    def _readies(self) -> int:
+        return self.log.read_text(errors="replace").count("ready.") if self.log.exists() else 0
 
     def died(self) -> bool:
         return self.process is not None and self.process.poll() is not None

@@ -67,6 +67,7 @@ class Deliveries:
 
     def __init__(self, job_id: str, chunk: int, hostname: str = ""):
         self.key = CHUNK_KEY.format(job=job_id, chunk=chunk)
+        self.worker = hostname
         self.me = f"{hostname}:{os.getpid()}:{time.time():.6f}"
         self.deaths = 0
         self.poisoned: set[str] = set()
@@ -81,10 +82,10 @@ class Deliveries:
         """Record this delivery as running; the chunk's deaths so far, and its poison documents."""
         try:
             redis = _cache()
+            self._keep_alive(redis)  # first: the watchdog puts back a chunk whose delivery holds no lease
             found = redis.hget(self.key, "running")
             if found and found.decode() != self.me and self._gone(redis, found.decode()):
                 redis.eval(_DIED, 1, self.key, found.decode(), "1")
-            self._keep_alive(redis)
             redis.hset(self.key, "running", self.me)
             redis.expire(self.key, TTL)
             record = {k.decode(): v.decode() for k, v in redis.hgetall(self.key).items()}

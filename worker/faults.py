@@ -1,14 +1,17 @@
 """What went wrong with a chunk, in one place: whose fault it is decides what happens to the chunk.
 
-* ``TRANSIENT``: storage or the broker answered 5xx, throttled, timed out or dropped the connection.
-  The chunk is retried with capped, jittered backoff; no document ever becomes an error row for it.
+* ``TRANSIENT``: storage or the broker answered 5xx, throttled, timed out or dropped the connection;
+  or the artifact's files changed while the chunk was translated (``ArtifactChanged``: the next try
+  loads it again, and finds it broken, or another artifact than the job's). The chunk is retried with
+  capped, jittered backoff; no document ever becomes an error row for it.
 * ``ENVIRONMENT``: this worker cannot do any chunk (its own artifact ``FANYI_ARTIFACT`` is missing,
   fails verification or its engine cannot be built, storage refuses its credentials, its disk is
-  full or read-only). The chunk goes back to the queue for a healthy worker, and this one marks
-  itself unhealthy and stops taking chunks until the fault clears (``worker.health``). A chunk put
-  back ``FANYI_MAX_DEATHS`` times ends as error rows (``worker.tasks``).
-* ``CHUNK``: the chunk itself cannot be done (its input is gone or unreadable, the artifact its job
-  names is missing, altered or was replaced): its documents are written as error rows with the
+  full or read-only), or cannot load the job's artifact while other workers may. The chunk goes back
+  to the queue for a healthy worker, and this one marks itself unhealthy and stops taking chunks
+  until the fault clears (``worker.health``). A chunk put back ``FANYI_MAX_DEATHS`` times ends as
+  error rows (``worker.tasks``).
+* ``CHUNK``: the chunk itself cannot be done (its input is gone or unreadable, no live worker can
+  load the artifact its job names, or it is another artifact now): its documents are written as error rows with the
   reason, so the job ends.
 """
 
@@ -17,7 +20,7 @@ from __future__ import annotations
 import errno
 from enum import Enum
 
-from worker.artifact import ArtifactError
+from worker.artifact import ArtifactChanged, ArtifactError
 
 
 class Fault(Enum):
@@ -56,6 +59,8 @@ def classify(err: BaseException) -> Fault:
 
     if isinstance(err, ChunkFault):
         return Fault.CHUNK
+    if isinstance(err, ArtifactChanged):
+        return Fault.TRANSIENT
     if isinstance(err, EnvironmentFault | ArtifactError | NoCredentialsError | PartialCredentialsError):
         return Fault.ENVIRONMENT
     if isinstance(err, ClientError):

@@ -2,7 +2,8 @@
 
 **Readiness.** A worker that hits an environment fault (``worker.faults``) adds it to
 ``FANYI_HEALTH_FILE`` with the check that would show it fixed (load this artifact, build this
-engine, list this storage, write to this folder), and stops consuming its queues. Every fault met is
+engine, load the job's artifact or find that no live worker can, list this storage, write to this
+folder), and stops consuming its queues. Every fault met is
 kept; the watchdog (``worker.watchdog``) reruns their checks every heartbeat and, once **all** pass,
 consumes again and marks the worker healthy. A disk fault names the folder of its file, or without a
 file name the temporary folder and the health file's folder.
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from contract import settings
+from worker import fleet
 
 LIVE_BEATS = 6  # heartbeats without a watchdog pass after which a worker is hung
 
@@ -154,6 +156,8 @@ def passes(check: dict[str, str]) -> bool:
             from worker.artifact import Artifact
 
             Artifact.load(target)
+        elif kind == "job_artifact":  # it loads, or no worker can: then it is the job's fault, not this one's
+            return _loads(target) or fleet.nobody_can_load(target, check.get("queue", ""))
         elif kind == "engine":  # in a process of its own: no ONNX Runtime or CUDA state in the worker's
             code = "from worker.tasks import own_translator; own_translator()"
             env = {**os.environ, "FANYI_ARTIFACT": target}
@@ -172,6 +176,16 @@ def passes(check: dict[str, str]) -> bool:
         else:
             return False
     except Exception:  # noqa: BLE001 - any failure means "not fixed yet"
+        return False
+    return True
+
+
+def _loads(artifact: str) -> bool:
+    from worker.artifact import Artifact, ArtifactError
+
+    try:
+        Artifact.load(artifact)
+    except ArtifactError:
         return False
     return True
 

@@ -40,6 +40,9 @@ WINDOWS = Counter(
     "fanyi_windows_translated_total", "Windows of the documents written, by what translated them", ["by"]
 )  # by: engine, or memory (the translation memory had it: worker/memory.py)
 TOKENS_REUSED = Counter("fanyi_memory_source_tokens_total", "Source tokens of windows the translation memory gave")
+CHUNKS_REQUEUED = Counter(
+    "fanyi_chunks_requeued_total", "Chunks the watchdog put back in their queue, by why", ["reason"]
+)  # delivery_died: delivered and not acknowledged by a delivery that is not alive; broker_lost: FLUSHALL, restart
 TASK_SECONDS = Histogram(
     "fanyi_task_duration_seconds", "Time to translate and write one chunk",
     buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200),

@@ -44,9 +44,9 @@ from contract.job import (
     write_failed_chunk,
 )
 from contract.storage import open_storage
-from worker import health, metrics
+from worker import fleet, health, metrics
 from worker.app import app
-from worker.artifact import ArtifactError
+from worker.artifact import ArtifactChanged, ArtifactError
 from worker.deliveries import Deliveries
 from worker.documents import DEFAULT_BUDGET, DocumentResult, DocumentTranslator
 from worker.engine.search import DecodingOptions
@@ -59,14 +59,25 @@ log = logging.getLogger(__name__)
 DECODING_OPTIONS = ("beam_size", "max_new_tokens", "source_language", "target_language", "source_prefix")
 
 
-@functools.cache
+_TRANSLATORS: dict[str, Translator] = {}
+
+
 def translator_for(artifact: str) -> Translator:
-    """One Translator per artifact per process, made after fork and reused by every task."""
+    """One Translator per artifact per process, made after fork and reused by every task; made (and
+    verified) again once the artifact's files changed under it."""
+    translator = _TRANSLATORS.get(artifact)
+    if translator is not None:
+        try:
+            translator.artifact.check_unchanged()
+            return translator
+        except ArtifactChanged:
+            del _TRANSLATORS[artifact]
     translator = Translator(
         artifact, device=settings.DEVICE, precision=settings.PRECISION, threads=settings.THREADS,
         sessions=settings.SESSIONS,
     )  # fmt: skip
     translator.on_batch = lambda batch: metrics.BATCH_FILL.observe(batch.cost / translator.max_tokens)
+    _TRANSLATORS[artifact] = translator
     return translator
 
 
@@ -82,7 +93,7 @@ def translate_chunk(self: Any, output: str, job_id: str, chunk: int) -> str:
     broker) leads to a retry, never to an acknowledgement without a part."""
     hostname = self.request.hostname or ""
     deliveries = Deliveries(job_id, chunk, hostname)
-    running = record_running(output, job_id, chunk, hostname)
+    running = record_running(output, job_id, chunk, hostname, deliveries.me)
     try:
         deliveries.start()
         try:
@@ -243,7 +254,7 @@ def translate_rows(
 def _translate(
     job: Job, documents: list[tuple[str, str]], deliveries: Deliveries, memory: Memory | None
 ) -> list[DocumentResult]:
-    translator = _translator(job)
+    translator = _translator(job, deliveries.worker)
     spec_options = job.spec.get("options", {})
     engine = DocumentTranslator(
         translator,
@@ -260,7 +271,7 @@ def _translate(
     if deaths == 0:
         try:
             return engine.translate(documents, options)
-        except SoftTimeLimitExceeded:
+        except (SoftTimeLimitExceeded, ArtifactChanged):  # no document's fault
             raise
         except Exception as err:  # noqa: BLE001 - isolate the document that caused it
             log.warning("chunk of job %s failed as a whole (%s); translating document by document", job.id, err)
@@ -292,18 +303,26 @@ def own_translator(*, sessions: bool = True) -> Translator | None:
     return translator
 
 
-def _translator(job: Job) -> Translator:
-    """The worker's own engine when it is the job's artifact, else the one the spec names. A job's
-    artifact that cannot be loaded is that job's fault (its chunks end as error rows with the reason);
-    the worker's own is the worker's (``own_translator``)."""
+def _translator(job: Job, worker: str) -> Translator:
+    """The worker's own engine when it is the job's artifact, else the one the spec names.
+
+    A job's artifact that this worker cannot load (missing, half-copied, altered) while another worker
+    of its queue may is this worker's fault, as its own artifact is (``own_translator``): the chunk
+    goes back and this worker stops consuming until it can load it. Only an artifact that no live
+    worker of the queue can load (``worker.fleet``), or whose content is no longer the one the job was
+    submitted for, is the job's: its chunks end as error rows with the reason."""
     own = own_translator()
     if own is not None and own.artifact.artifact_id == job.artifact_id:
         return own
-    path = job.spec["artifact"]
+    path, queue = job.spec["artifact"], settings.queue_for(job.spec.get("device", "cpu"))
     try:
         translator = translator_for(path)
-    except ArtifactError as err:  # missing, half-copied or altered
-        raise ChunkFault(f"its artifact cannot be loaded: {err}") from None
+    except ArtifactError as err:
+        if fleet.nobody_can_load(path, queue, worker):
+            raise ChunkFault(f"no worker of {queue} can load its artifact: {err}") from None
+        check = {"kind": "job_artifact", "target": path, "queue": queue}
+        raise EnvironmentFault(f"this worker cannot load the job's artifact: {err}", check) from None
+    fleet.can_load(path, worker)
     if translator.artifact.artifact_id != job.artifact_id:
         raise ChunkFault(
             f"the artifact at {job.spec['artifact']} is now {translator.artifact.artifact_id}, the job was submitted "
@@ -330,6 +349,9 @@ def _isolated(
         (result,) = engine.translate([document], options)
     except SoftTimeLimitExceeded:
         raise  # the suspect stays recorded: it gets a strike
+    except ArtifactChanged:
+        deliveries.suspect(None)  # no document's fault: the chunk is retried, no document struck
+        raise
     except Exception as err:  # noqa: BLE001 - one document's failure is its own error row
         result = DocumentResult(doc_id, "", "error", f"{type(err).__name__}: {err}")
     deliveries.suspect(None)

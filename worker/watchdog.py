@@ -5,12 +5,18 @@ and run once per heartbeat:
   the health file (``worker.health``: ``python -m worker.health --live``), so a hung worker can be
   restarted and one waiting for Redis is not;
 * **heartbeat**: ``fanyi:worker:<hostname>`` in the cache, expiring after three heartbeats, with
-  this worker's health;
-* **orphans**: a chunk whose delivery is recorded as running on a worker whose heartbeat expired
-  (the whole worker was killed: a node drain, an OOM kill of the pod) is enqueued again at once,
-  instead of waiting out the broker's visibility timeout (30 minutes by default). A duplicate
-  delivery is harmless: parts are created once, and a delivery that is alive is no death
-  (``worker.deliveries``);
+  this worker's health and the queues it serves (``worker.fleet``);
+* **stale deliveries**: a chunk delivered and not acknowledged whose delivery is not alive (its
+  lease, ``worker.deliveries``, lapsed: the process or the whole worker was killed, or restarted
+  under the same name, as a container restarted in its pod is) is put back in its queue, the very
+  message (kombu's ``restore_by_tag``), three heartbeats after it was delivered instead of after the
+  broker's visibility timeout (30 minutes by default). The liveness is the delivery's, never the
+  worker's name: a worker restarted as ``celery@<same host>`` beats like the one that died. A
+  message waiting for its retry's countdown is not stale until the countdown is over;
+* **a broker that lost its queues** (a restart without persistence, FLUSHALL): a mark this watchdog
+  reads every heartbeat (``fanyi:broker``, in the broker's Redis) is gone or another. Storage is the
+  system of record: every chunk of a job this worker knows (it took chunks of it, or the cache's
+  registry lists it) that has no part is enqueued again, by one watchdog per job;
 * **completion**: jobs this worker took chunks of are finalised from storage when all their parts
   exist, so a job ends even when the progress counters in the cache were lost or drifted; a job
   that ended, was cancelled or is gone is forgotten (a chunk of it arriving again brings it back);
@@ -22,17 +28,30 @@ Each entry of each duty is handled on its own: one bad record or job never stall
 
 from __future__ import annotations
 
+import base64
 import importlib
 import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from contract import settings
-from contract.cache import REQUEUE_LOCK, RUNNING_KEY, WORKER_KEY, cache
+from contract.cache import (
+    BROKER_MARK_KEY,
+    LEASE_KEY,
+    REENQUEUE_LOCK,
+    RUNNING_KEY,
+    UNACKED_INDEX_KEY,
+    UNACKED_KEY,
+    broker,
+    cache,
+    unfinished_jobs,
+)
 from contract.job import TRANSLATE_CHUNK
-from worker import health
+from worker import fleet, health, metrics
 
 log = logging.getLogger(__name__)
 # KEYS[1] a hash, ARGV[1] a field, ARGV[2] the value read: deletes the field only if it still holds that value
@@ -53,10 +72,10 @@ def chunk_field(output: str, job_id: str, chunk: int) -> str:
     return f"{output}|{job_id}|{chunk}"
 
 
-def record_running(output: str, job_id: str, chunk: int, hostname: str) -> str:
-    """Record a delivery as under way; the record, for ``record_ended``."""
+def record_running(output: str, job_id: str, chunk: int, hostname: str, delivery: str) -> str:
+    """Record ``delivery`` (whose lease says it is alive) as under way; the record, for ``record_ended``."""
 
-    record = json.dumps({"worker": hostname, "since": time.time()})
+    record = json.dumps({"worker": hostname, "delivery": delivery, "since": time.time()})
     try:
         cache().hset(RUNNING_KEY, chunk_field(output, job_id, chunk), record)
     except Exception as err:  # noqa: BLE001 - a cache: the visibility timeout is the slow backstop
@@ -73,6 +92,30 @@ def record_ended(output: str, job_id: str, chunk: int, record: str) -> None:
         log.warning("cannot clear the running chunk (%s)", err)
 
 
+@dataclass(frozen=True)
+class Delivered:
+    """A chunk message as kombu keeps it while unacknowledged: which chunk, and when it is due."""
+
+    field: str  # its running record's field (``chunk_field``)
+    job_id: str
+    number: int
+    eta: float  # when it may run: 0, or the end of its retry's countdown
+
+
+def chunk_of(raw: bytes) -> Delivered | None:
+    """The chunk of an ``unacked`` entry (``[message, exchange, routing key]``); None for anything else."""
+    try:
+        message = json.loads(raw)[0]
+        headers = message.get("headers") or {}
+        if headers.get("task") != TRANSLATE_CHUNK:
+            return None
+        output, job_id, number = json.loads(base64.b64decode(message["body"]))[0]
+        eta = datetime.fromisoformat(headers["eta"]).timestamp() if headers.get("eta") else 0.0
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return None
+    return Delivered(chunk_field(output, job_id, number), str(job_id), int(number), eta)
+
+
 class Watchdog(threading.Thread):
     def __init__(self, app: Any, hostname: str, queues: list[str], interval: float = settings.HEARTBEAT):
         super().__init__(name="fanyi-watchdog", daemon=True)
@@ -81,6 +124,8 @@ class Watchdog(threading.Thread):
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.started = time.time()
+        self.broker_mark: bytes | None = None  # the broker's mark as last read (``check_broker``)
+        self.lost: set[tuple[str, str]] = set()  # jobs whose chunks the broker lost, not yet enqueued again
 
     def saw(self, output: str, job_id: str) -> None:
         """A chunk of this job reached this worker: watch the job until it ends."""
@@ -93,8 +138,9 @@ class Watchdog(threading.Thread):
         super().start()
 
     def run(self) -> None:
+        duties = (self.beat, self.check_broker, self.restore_stale, self.finalize_jobs, self.recover)
         while True:
-            for duty in (self.beat, self.requeue_orphans, self.finalize_jobs, self.recover):
+            for duty in duties:
                 self.live()  # before each duty: a slow Redis or storage delays a beat by one call at most
                 try:
                     duty()
@@ -110,51 +156,86 @@ class Watchdog(threading.Thread):
             log.warning("watchdog: cannot record its beat: %s", err)
 
     def beat(self) -> None:
+        fleet.beat(self.hostname, self.queues, health.state(), self.interval)
 
-        cache().set(WORKER_KEY.format(hostname=self.hostname), json.dumps(health.state()), ex=int(3 * self.interval))
-
-    def requeue_orphans(self) -> None:
-
-        redis = cache()
-        for field, raw in redis.hgetall(RUNNING_KEY).items():
+    def restore_stale(self) -> None:
+        """Put back each chunk delivered over three heartbeats ago whose delivery is not alive; then drop
+        the running records of deliveries that are not."""
+        client, cutoff = broker(), time.time() - 3 * self.interval
+        for tag in client.zrangebyscore(UNACKED_INDEX_KEY, 0, cutoff):
             try:
-                self._requeue(redis, field.decode(), raw)
-            except Exception as err:  # noqa: BLE001 - the next record is not held up by this one
-                log.warning("watchdog: running record %r: %s", field, err)
+                self._restore_if_stale(client, tag, cutoff)
+            except Exception as err:  # noqa: BLE001 - the next message is not held up by this one
+                log.warning("watchdog: unacknowledged message %r: %s", tag, err)
+        for name, raw in cache().hgetall(RUNNING_KEY).items():
+            if not self._alive(raw, cutoff):
+                cache().eval(_DELETE_IF, 1, RUNNING_KEY, name, raw)
 
-    def _requeue(self, redis: Any, name: str, raw: bytes) -> None:
-        try:
-            record = json.loads(raw)
-            worker, since = str(record["worker"]), float(record["since"])
-            output, job_id, chunk = name.rsplit("|", 2)
-            number = int(chunk)
-        except (ValueError, KeyError, TypeError) as err:
-            redis.eval(_DELETE_IF, 1, RUNNING_KEY, name, raw)
-            log.warning("watchdog: dropped the unreadable running record %r (%s)", name, err)
+    def _restore_if_stale(self, client: Any, tag: bytes, cutoff: float) -> None:
+        raw = client.hget(UNACKED_KEY, tag)
+        chunk = chunk_of(raw) if raw else None
+        if chunk is None or chunk.eta > cutoff:
+            return  # acknowledged meanwhile, not a chunk, or waiting for its retry's countdown
+        if self._alive(cache().hget(RUNNING_KEY, chunk.field), cutoff):
             return
-        if time.time() - since < 3 * self.interval or redis.exists(WORKER_KEY.format(hostname=worker)):
-            return
-        lock = REQUEUE_LOCK.format(chunk=name)
-        if not redis.set(lock, self.hostname, nx=True, ex=int(10 * self.interval)):
-            return
-        try:
-            self._enqueue(output, job_id, number)
-        except FileNotFoundError as err:  # the job is gone: nothing to requeue
-            log.warning("chunk %s of job %s was on %s, which stopped; not enqueued: %s", chunk, job_id, worker, err)
-        except Exception:
-            redis.delete(lock)  # tried again at the next pass
-            raise
-        else:
-            log.warning("chunk %s of job %s was on %s, which stopped: enqueued again", chunk, job_id, worker)
-        redis.eval(_DELETE_IF, 1, RUNNING_KEY, name, raw)  # the record read, not one its new delivery wrote
+        with self.app.connection_for_write(settings.BROKER_URL) as connection:
+            connection.default_channel.qos.restore_by_tag(tag)  # once: a transaction on the unacked hash
+        metrics.CHUNKS_REQUEUED.labels(reason="delivery_died").inc()
+        log.warning("chunk %s of job %s: its delivery died; put back in its queue", chunk.number, chunk.job_id)
 
-    def _enqueue(self, output: str, job_id: str, chunk: int) -> None:
-        from contract.job import read_job
+    @staticmethod
+    def _alive(raw: bytes | None, cutoff: float) -> bool:
+        """Whether a running record names a delivery whose lease is held (or that began after ``cutoff``)."""
+        try:
+            record = json.loads(raw or b"null")
+            if float(record["since"]) > cutoff:
+                return True
+            return bool(cache().exists(LEASE_KEY.format(delivery=record["delivery"])))
+        except (ValueError, KeyError, TypeError):
+            return False
+
+    def check_broker(self) -> None:
+        """Enqueue again what a broker that lost its keys lost (see the module's docstring); a job that
+        cannot be done now is tried again at the next pass."""
+        client = broker()
+        client.set(BROKER_MARK_KEY, f"{time.time()} {self.hostname}", nx=True)
+        mark = client.get(BROKER_MARK_KEY) or b""
+        seen, self.broker_mark = self.broker_mark, mark
+        if seen is not None and mark != seen:
+            log.warning("watchdog: the broker lost its keys (restarted without persistence, or flushed)")
+            with self.lock:
+                self.lost = set(self.jobs) | unfinished_jobs()
+        for output, job_id in sorted(self.lost):
+            try:
+                self._reenqueue(output, job_id, mark)
+            except Exception as err:  # noqa: BLE001 - the other jobs are not held up by this one
+                log.warning("watchdog: job %s under %s not enqueued again yet: %s", job_id, output, err)
+            else:
+                self.lost.discard((output, job_id))
+
+    def _reenqueue(self, output: str, job_id: str, mark: bytes) -> None:
+        """Enqueue again each chunk of a running job that has no part, once per lost broker."""
+        from contract.job import done_chunks, read_job
         from contract.storage import open_storage
 
-        job = read_job(open_storage(output), job_id)
-        with self.app.connection_for_write(settings.BROKER_URL) as connection:
-            self.app.send_task(TRANSLATE_CHUNK, **job.chunk_message(output, chunk), connection=connection)
+        lock = REENQUEUE_LOCK.format(job=job_id, mark=mark.decode())
+        if not broker().set(lock, self.hostname, nx=True, ex=86400):
+            return  # another watchdog does it
+        try:
+            storage = open_storage(output)
+            job = read_job(storage, job_id)
+            if storage.exists(job.key("_SUCCESS")) or storage.exists(job.key("_CANCELLED")):
+                return
+            missing = sorted(set(range(len(job.chunks))) - done_chunks(storage, job))
+            with self.app.connection_for_write(settings.BROKER_URL) as connection:
+                for chunk in missing:
+                    self.app.send_task(TRANSLATE_CHUNK, **job.chunk_message(output, chunk), connection=connection)
+        except Exception:
+            broker().delete(lock)  # tried again at the next pass
+            raise
+        metrics.CHUNKS_REQUEUED.labels(reason="broker_lost").inc(len(missing))
+        self.saw(output, job_id)
+        log.warning("job %s: %s chunks without a part enqueued again after the broker lost them", job_id, len(missing))
 
     def finalize_jobs(self) -> None:
         """Jobs whose chunks passed through here, checked against storage once a minute until they end."""

@@ -70,8 +70,9 @@ def workers(tmp_path, services):
     """Start worker processes for the test; every one is stopped (or killed) at its end."""
     started: list[Worker] = []
 
-    def start(concurrency: int = 1, app: str = "worker.app", **env: str) -> Worker:
-        worker = Worker({**services["env"], **env}, tmp_path / f"worker-{len(started)}.log", concurrency, app)
+    def start(concurrency: int = 1, app: str = "worker.app", prefix: list[str] | None = None, **env: str) -> Worker:
+        log = tmp_path / f"worker-{len(started)}.log"
+        worker = Worker({**services["env"], **env}, log, concurrency, app, prefix=prefix or [])
         started.append(worker)
         return worker.start()
 

@@ -1,12 +1,17 @@
 """``worker.app`` with a poisoned engine, for the poison-document test: a document containing
-POISON-CRASH kills its worker process (as a segfault would), POISON-HANG never returns."""
+POISON-CRASH kills its worker process (as a segfault would), POISON-HANG never returns. With
+``FANYI_TEST_KILL_IN_FINALIZE`` set to a file that does not exist yet, the task that wrote a job's
+last part creates that file and kills its whole worker (main process and pool, as an OOM kill of its
+container does) before it writes ``_SUCCESS``."""
 
 from __future__ import annotations
 
 import os
+import signal
 import time
+from pathlib import Path
 
-from worker import documents
+from worker import documents, tasks
 from worker.app import app
 
 __all__ = ["app"]
@@ -23,3 +28,18 @@ def _poisoned(self, docs, options=None):
 
 
 documents.DocumentTranslator.translate = _poisoned  # type: ignore[method-assign]
+
+
+_finalize = tasks.finalize
+
+
+def _killed_in_finalize(storage, job):
+    marker = Path(os.environ["FANYI_TEST_KILL_IN_FINALIZE"])
+    if not marker.exists():
+        marker.touch()
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+    return _finalize(storage, job)
+
+
+if os.environ.get("FANYI_TEST_KILL_IN_FINALIZE"):
+    tasks.finalize = _killed_in_finalize  # type: ignore[assignment]

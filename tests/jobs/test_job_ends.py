@@ -21,7 +21,7 @@ from tests.faulty_proxy import FaultyProxy
 from tests.jobs.conftest import assert_each_id_once, corpus, jobs_cli, output_rows, spec, submit, wait
 from tests.services import ROOT, RedisServer, wait_for
 from tests.tcp_cutter import TcpCutter
-from worker.artifact import MANIFEST, file_entries
+from worker.artifact import MANIFEST, seal
 
 
 def health(worker) -> dict:
@@ -257,8 +257,7 @@ def broken_engine(demo_artifact: Path, where: Path) -> Path:
     manifest = json.loads((copy / MANIFEST).read_text())
     for precision in manifest["precisions"].values():
         (copy / precision["graphs"]["encoder"]).write_bytes(b"not an ONNX graph")
-    manifest["files"] = file_entries(copy)
-    (copy / MANIFEST).write_text(json.dumps(manifest))
+    seal(copy, manifest)
     return copy
 
 

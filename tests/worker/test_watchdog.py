@@ -1,8 +1,10 @@
-"""The watchdog's loops: one bad entry never stalls the others, and a requeue never erases a newer record.
+"""The watchdog's loops: one bad entry never stalls the others, a chunk goes back only when its delivery died,
+a broker that lost its keys gets what it lost once.
 Real Redis, real (local) storage; the watchdog runs in this process."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from pathlib import Path
@@ -11,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 import redis
 
-from contract.cache import RUNNING_KEY
-from contract.job import Job, write_failed_chunk, write_job
+from contract.cache import LEASE_KEY, RUNNING_KEY
+from contract.job import TRANSLATE_CHUNK, Job, write_failed_chunk, write_job
 from contract.storage import LocalStorage
 from worker.watchdog import Watchdog, chunk_field, record_running
 
@@ -29,8 +31,8 @@ def cache(redis_url, monkeypatch):
     cache.cache.cache_clear()
 
 
-def watchdog() -> Watchdog:
-    app = SimpleNamespace(control=SimpleNamespace(add_consumer=lambda *_, **__: None))
+def watchdog(app=None) -> Watchdog:
+    app = app or SimpleNamespace(control=SimpleNamespace(add_consumer=lambda *_, **__: None))
     return Watchdog(app, "me@host", ["translate.cpu"], interval=0.2)
 
 
@@ -59,31 +61,67 @@ def test_a_job_that_is_gone_or_cancelled_is_forgotten_and_does_not_stall_the_oth
     assert not storage.exists(pending.key("_SUCCESS"))
 
 
-def test_one_bad_running_record_does_not_stall_requeueing_the_others(cache, monkeypatch) -> None:
-    old = time.time() - 100
+@pytest.fixture
+def app(cache, redis_url, monkeypatch):
+    """The worker's Celery app, its broker this test's Redis database."""
+    from contract import cache as cache_module
+    from contract import settings
+    from worker.app import app
+
+    monkeypatch.setattr(settings, "BROKER_URL", redis_url)
+    cache_module.broker.cache_clear()
+    yield app
+    cache_module.broker.cache_clear()
+
+
+def delivered(app, job_id: str, chunk: int, **options) -> bytes:
+    """A chunk message taken off its queue and never acknowledged, as a worker that was killed leaves it."""
+    from contract import settings
+
+    with app.connection_for_write(settings.BROKER_URL) as connection:
+        app.send_task(TRANSLATE_CHUNK, args=["/out", job_id, chunk], queue="translate.cpu", connection=connection,
+                      **options)  # fmt: skip
+        channel = connection.default_channel
+        message = channel.basic_get("translate.cpu", no_ack=False)
+        channel.qos.restore_at_shutdown = False  # closing this connection is no acknowledgement either
+        return message.delivery_tag.encode()
+
+
+def queued(client: redis.Redis) -> list[int]:
+    lists = [name for name in client.keys("translate.cpu*") if client.type(name) == b"list"]
+    messages = [json.loads(raw) for name in lists for raw in client.lrange(name, 0, -1)]
+    return sorted(json.loads(base64.b64decode(m["body"]))[0][2] for m in messages)
+
+
+def test_a_chunk_whose_delivery_died_is_put_back_and_no_other_is(app, cache) -> None:
+    tags = {chunk: delivered(app, "job", chunk) for chunk in (0, 1)}
+    tags[2] = delivered(app, "job", 2, countdown=3600)  # a retry waiting for its countdown
+    cache.hset("unacked", b"garbage", b"{not json")
+    for tag in [*tags.values(), b"garbage"]:
+        cache.zadd("unacked_index", {tag: time.time() - 100})  # delivered long ago
+    record_running("/out", "job", 1, "other@host", "delivery-1")  # chunk 1's delivery holds its lease: alive
+    cache.set(LEASE_KEY.format(delivery="delivery-1"), "1")
+    dead = {"worker": "dead@host", "delivery": "delivery-3", "since": time.time() - 100}
+    cache.hset(RUNNING_KEY, chunk_field("/out", "job", 3), json.dumps(dead))  # a delivery long gone
     cache.hset(RUNNING_KEY, "not a record", b"{not json")
-    cache.hset(RUNNING_KEY, chunk_field("/out", "gone", 0), json.dumps({"worker": "dead@host", "since": old}))
-    cache.hset(RUNNING_KEY, chunk_field("/out", "alive", 3), json.dumps({"worker": "dead@host", "since": old}))
-    enqueued = []
-
-    def enqueue(output: str, job_id: str, chunk: int) -> None:
-        if job_id == "gone":
-            raise FileNotFoundError("no job 'gone' under /out")
-        enqueued.append((output, job_id, chunk))
-
-    dog = watchdog()
-    monkeypatch.setattr(dog, "_enqueue", enqueue)
-    dog.requeue_orphans()
-    assert enqueued == [("/out", "alive", 3)]
-    assert cache.hkeys(RUNNING_KEY) == []  # the bad record and the gone job's are dropped, the requeued one too
+    watchdog(app).restore_stale()
+    assert queued(cache) == [0]
+    assert set(cache.hkeys("unacked")) == {tags[1], tags[2], b"garbage"}
+    assert cache.hkeys(RUNNING_KEY) == [chunk_field("/out", "job", 1).encode()]  # the live one's record stays
 
 
-def test_requeueing_an_orphan_keeps_the_record_its_new_delivery_wrote(cache, monkeypatch) -> None:
-    field = chunk_field("/out", "job", 0)
-    cache.hset(RUNNING_KEY, field, json.dumps({"worker": "dead@host", "since": time.time() - 100}))
-    dog = watchdog()
-    # the chunk enqueued again starts at once on another worker, before the watchdog clears the old record
-    new_delivery = lambda output, job_id, chunk: record_running(output, job_id, chunk, "new@host")
-    monkeypatch.setattr(dog, "_enqueue", new_delivery)
-    dog.requeue_orphans()
-    assert json.loads(cache.hget(RUNNING_KEY, field))["worker"] == "new@host"
+def test_a_broker_that_lost_its_keys_gets_every_chunk_without_a_part_once(app, cache, tmp_path: Path) -> None:
+    storage = LocalStorage(tmp_path)
+    made = job(storage, "job", chunks=3)
+    write_failed_chunk(storage, made, 1, "its input is gone")  # chunk 1 has its part
+    first, second = watchdog(app), watchdog(app)
+    for dog in (first, second):
+        dog.saw(str(tmp_path), "job")
+        dog.check_broker()  # the broker's mark, as it is
+    assert queued(cache) == []
+    cache.flushdb()  # FLUSHALL, or a restart without persistence
+    for dog in (first, second):
+        dog.check_broker()
+    assert queued(cache) == [0, 2]  # once, by one of the two
+    first.check_broker()
+    assert queued(cache) == [0, 2]  # the same mark: nothing more
