@@ -15,6 +15,7 @@ _env = os.environ.get
 
 BROKER_URL = _env("FANYI_BROKER_URL", "redis://127.0.0.1:6379/0")  # redis:// or rediss:// (TLS), password in URL
 CACHE_URL = _env("FANYI_CACHE_URL", BROKER_URL)  # progress counters and locks (Redis); losing it loses nothing
+REDIS_TIMEOUT = float(_env("FANYI_REDIS_TIMEOUT", "5"))  # seconds to connect to Redis and to read an answer
 SOFT_TIME_LIMIT = int(_env("FANYI_SOFT_TIME_LIMIT", "900"))  # seconds: the task is asked to stop and retried
 TIME_LIMIT = int(_env("FANYI_TIME_LIMIT", "1200"))  # seconds: the worker process is killed, the chunk requeued
 VISIBILITY_TIMEOUT = int(_env("FANYI_VISIBILITY_TIMEOUT", "1800"))  # seconds before an unacked chunk is redelivered

@@ -122,14 +122,21 @@ def main(argv: list[str] | None = None) -> None:
 
         return demo(argv[1:])
     args = parser().parse_args(argv)
+    from kombu.exceptions import OperationalError
+    from redis.exceptions import RedisError
+
+    from contract import settings
     from contract.storage import StorageError
-    from jobs.api import SubmitError, explain
+    from jobs.api import SubmitError, Unreachable, explain, redis_trouble
     from jobs.spec import SpecError
 
     try:
         sys.exit(run(args))
-    except (SpecError, StorageError, FileNotFoundError, SubmitError) as err:
+    except (SpecError, StorageError, FileNotFoundError, SubmitError, Unreachable) as err:
         print(f"error: {err}", file=sys.stderr)
+        sys.exit(1)
+    except (RedisError, OperationalError) as err:  # a Redis call no verb names: the broker's or the cache's
+        print(f"error: Redis {redis_trouble(err, settings.BROKER_URL, settings.CACHE_URL)}", file=sys.stderr)
         sys.exit(1)
     except Exception as err:  # noqa: BLE001 - storage or the broker failing under a command: one line, no traceback
         print(f"error: {explain(err)} (is storage or the broker reachable? see FANYI_* settings)", file=sys.stderr)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tqdm import tqdm
 
@@ -58,13 +58,23 @@ from jobs.spec import JobSpec, SpecError, load_spec
 if TYPE_CHECKING:
     from worker.tokenizer import Tokenizer
 
-__all__ = ["JobStatus", "SubmitError", "cancel", "compact", "jobs", "load_spec", "resume", "status", "submit", "wait"]
+T = TypeVar("T")
+
+__all__ = [
+    "JobStatus", "SubmitError", "Unreachable", "cancel", "compact", "jobs", "load_spec", "resume", "status", "submit",
+    "wait",
+]  # fmt: skip
 
 UPLOAD_THREADS = 8  # chunk inputs written at once by `submit` (each is one PUT)
+CACHE_PAUSE = 60.0  # seconds a command stops asking a cache that did not answer (`list` of many jobs: one wait)
 
 
 class SubmitError(Exception):
     """The job could not be (fully) submitted; the message names it and says what to do."""
+
+
+class Unreachable(Exception):
+    """Storage or Redis did not answer; the message names which (URL redacted) and says what to do."""
 
 
 @dataclass
@@ -181,8 +191,8 @@ def _broker_reachable(job_id: str) -> None:
             connection.ensure_connection(max_retries=1)
     except Exception as err:  # noqa: BLE001 - kombu and redis errors
         raise SubmitError(
-            f"job {job_id} not submitted: the broker at {settings.redact(settings.BROKER_URL)} cannot be reached "
-            f"({explain(err)}); nothing was written: submit again when it is back"
+            f"job {job_id} not submitted: the broker {redis_trouble(err, settings.BROKER_URL)}; "
+            "nothing was written: submit again when it answers"
         ) from None
 
 
@@ -246,8 +256,9 @@ def _enqueue(job: Job, output: str, chunks: Sequence[int]) -> None:
                 sent += 1
     except Exception as err:  # noqa: BLE001 - kombu and redis errors
         raise SubmitError(
-            f"job {job.id} is submitting: the broker broke off after {sent:,} of {len(chunks):,} chunks "
-            f"({explain(err)}); run `python -m jobs resume {job.id} --output {output}` when it is back"
+            f"job {job.id} is submitting: after {sent:,} of {len(chunks):,} chunks the broker "
+            f"{redis_trouble(err, settings.BROKER_URL)}; run `python -m jobs resume {job.id} --output {output}` "
+            "when it answers"
         ) from None
 
 
@@ -259,6 +270,49 @@ def explain(err: BaseException) -> str:
         return f"{error.get('Code', type(err).__name__)}: {error.get('Message', '')}".strip().rstrip(":")
     first = str(err).strip().splitlines()[0] if str(err).strip() else ""
     return f"{type(err).__name__}: {first}" if first else type(err).__name__
+
+
+def redis_trouble(err: BaseException, *urls: str, timeout: float | None = None) -> str:
+    """Which Redis failed and how, for a one-line error: "at URL did not answer within 5 s (...)"."""
+    where = "at " + " or ".join(dict.fromkeys(settings.redact(url) for url in urls))
+    if _timed_out(err):
+        return (
+            f"{where} did not answer within {timeout or settings.REDIS_TIMEOUT:g} s (FANYI_REDIS_TIMEOUT): check "
+            "that the URL names a Redis server that is up, and rediss:// only for a TLS port"
+        )
+    return f"{where} cannot be reached ({explain(err)})"
+
+
+def cache_trouble(err: BaseException) -> str:
+    """``redis_trouble`` for the cache's client (``contract.cache.cache``), with its own timeout."""
+    timeout = cache.cache().connection_pool.connection_kwargs.get("socket_timeout")
+    return redis_trouble(err, settings.CACHE_URL, timeout=timeout)
+
+
+def _timed_out(err: BaseException | None) -> bool:
+    """Whether a timeout is behind ``err`` (kombu wraps redis' errors in its own)."""
+    from redis.exceptions import TimeoutError as RedisTimeout
+
+    while err is not None:
+        if isinstance(err, (TimeoutError, RedisTimeout)):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+_cache_failed = [float("-inf")]  # when the cache last failed to answer this process
+
+
+def _from_cache(read: Callable[[Any], T], default: T) -> T:
+    """``read(cache)``, or ``default`` when the cache fails, and for ``CACHE_PAUSE`` s after that: a cache
+    that does not answer costs a command one timeout, not one per job."""
+    if time.monotonic() - _cache_failed[0] < CACHE_PAUSE:
+        return default
+    try:
+        return read(cache.cache())
+    except Exception:  # noqa: BLE001 - a cache: storage says the rest
+        _cache_failed[0] = time.monotonic()
+        return default
 
 
 def _register(job_id: str, output: str, documents: int) -> None:
@@ -286,9 +340,12 @@ def _storage(job_id: str, output: str | None) -> tuple[Storage, str]:
 def _registered(job_id: str) -> str | None:
     try:
         found = cache.cache().hget(cache.JOBS_KEY, job_id)
-        return found.decode() if found else None
-    except Exception:  # noqa: BLE001 - a cache: `--output` finds the job without it
-        return None
+    except Exception as err:  # noqa: BLE001 - a cache: `--output` finds the job without it
+        raise SpecError(
+            f"where is job {job_id}? the registry of jobs, Redis {cache_trouble(err)}; "
+            "pass --output PREFIX (or set FANYI_OUTPUT)"
+        ) from None
+    return found.decode() if found else None
 
 
 def status(job_id: str, output: str | None = None) -> JobStatus:
@@ -311,10 +368,8 @@ def status(job_id: str, output: str | None = None) -> JobStatus:
 
 
 def _chunks_running(output: str, job_id: str) -> bool:
-    try:
-        fields = cache.cache().hkeys(cache.RUNNING_KEY)
-    except Exception:  # noqa: BLE001 - a cache: without it, nothing is known to be running
-        return False
+    no_cache: list[bytes] = []  # without it, nothing is known to be running
+    fields = _from_cache(lambda redis: redis.hkeys(cache.RUNNING_KEY), no_cache)
     return any(f.decode().startswith(f"{output}|{job_id}|") for f in fields)
 
 
@@ -334,11 +389,10 @@ def _counts(summary: dict) -> Counts:
 
 def _cached_counts(job_id: str) -> Counts:
     """What the workers' progress counters say so far; unknown when Redis lost them."""
+    key, no_cache = cache.JOB_PROGRESS_KEY.format(job=job_id), dict[bytes, bytes]()
     try:
-        found = {
-            k.decode(): int(v) for k, v in cache.cache().hgetall(cache.JOB_PROGRESS_KEY.format(job=job_id)).items()
-        }
-    except Exception:  # noqa: BLE001 - a cache: counted from storage instead
+        found = {k.decode(): int(v) for k, v in _from_cache(lambda redis: redis.hgetall(key), no_cache).items()}
+    except ValueError:  # a damaged counter: counted from storage instead
         return Counts(None, None, {})
     if "errors" not in found:
         return Counts(None, None, {})
@@ -453,7 +507,10 @@ def report(s: JobStatus) -> str:
 def clear_memory(output: str, job_id: str | None = None) -> dict[str, int]:
     """Forget the translation memories under ``output`` (``job_id``'s only, when named): entries per memory.
     Jobs still running translate what they would have reused."""
-    return cache.clear_memory(output, job_id)
+    try:
+        return cache.clear_memory(output, job_id)
+    except Exception as err:  # noqa: BLE001 - redis errors
+        raise Unreachable(f"the cache {cache_trouble(err)}; nothing was cleared") from None
 
 
 def as_json(s: JobStatus) -> str:

@@ -1,5 +1,6 @@
 """A TCP proxy in front of Redis that goes dead after a number of ``LPUSH``es: a broker that stops in the
-middle of a submission, at a point the test chooses rather than one a race picks."""
+middle of a submission, at a point the test chooses rather than one a race picks; and a ``Blackhole`` that
+accepts connections and never answers."""
 
 from __future__ import annotations
 
@@ -56,3 +57,28 @@ class TcpCutter:
                 sock.close()
             except OSError:
                 pass
+
+
+class Blackhole:
+    """A TCP server that accepts connections and never answers: a broker behind a dead proxy, a firewall
+    that drops replies, a TLS client's handshake waiting on a plain server."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+
+    def __enter__(self) -> Blackhole:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for sock in [self.listener, *self.sockets]:
+            sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.sockets.append(self.listener.accept()[0])  # held open, read from never
+            except OSError:
+                return

@@ -47,11 +47,15 @@ app.conf.update(
         "priority_steps": settings.PRIORITY_STEPS,
         "sep": ":",
         "queue_order_strategy": "priority",
+        "socket_connect_timeout": settings.REDIS_TIMEOUT,  # a broker that accepts and never answers is an error,
+        "socket_timeout": settings.REDIS_TIMEOUT,  # not a hang (kombu's default is to wait forever)
     },
+    broker_connection_timeout=settings.REDIS_TIMEOUT,
     task_queues=[Queue(name, routing_key=name) for name in settings.QUEUES],
     task_default_queue=settings.queue_for("cpu"),
     task_default_priority=settings.DEFAULT_PRIORITY,
     redbeat_redis_url=settings.CACHE_URL,
+    redbeat_redis_options={"socket_timeout": settings.REDIS_TIMEOUT, "socket_connect_timeout": settings.REDIS_TIMEOUT},
     redbeat_lock_timeout=300,  # seconds a dead beat's lock outlives it before another beat takes over
     worker_send_task_events=True,  # Flower and the event monitor see tasks
     task_send_sent_event=True,

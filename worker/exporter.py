@@ -39,7 +39,8 @@ UNACKED_KEY = "unacked"  # kombu's Redis hash of delivered, unacknowledged messa
 def broker() -> Any:
     import redis
 
-    return redis.Redis.from_url(settings.BROKER_URL, socket_timeout=5, socket_connect_timeout=5)
+    timeout = settings.REDIS_TIMEOUT
+    return redis.Redis.from_url(settings.BROKER_URL, socket_timeout=timeout, socket_connect_timeout=timeout)
 
 
 def queue_depths(client: Any) -> dict[str, list[int]]:
@@ -93,7 +94,8 @@ class QueueCollector:
             try:
                 families, up = [*self._queues(), *self._jobs()], 1
             except Exception as err:  # noqa: BLE001 - Redis down is a series (redis_up 0), not a failed scrape
-                log.warning("cannot read Redis: %s", err)
+                urls = dict.fromkeys(settings.redact(url) for url in (settings.BROKER_URL, settings.CACHE_URL))
+                log.warning("cannot read Redis at %s: %s", " or ".join(urls), err)
                 families, up = [], 0
         yield from families
         yield GaugeMetricFamily("fanyi_exporter_redis_up", "Whether Redis answered this scrape", value=up)
