@@ -18,6 +18,7 @@ import functools
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -70,6 +71,10 @@ class Storage(Protocol):
         ...
 
     def delete(self, key: str) -> None: ...
+    def newest(self, prefix: str) -> float | None:
+        """When the latest key under ``prefix`` was written (seconds since the epoch, the store's clock); None
+        when there is none."""
+        ...
 
 
 def open_storage(uri: str) -> Storage:
@@ -140,6 +145,15 @@ class LocalStorage:
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
 
+    def newest(self, prefix: str) -> float | None:
+        times = []
+        for key in self.list(prefix):
+            try:
+                times.append((self.root / key).stat().st_mtime)
+            except FileNotFoundError:  # deleted since the listing
+                pass
+        return max(times, default=None)
+
 
 class S3Storage:
     """A bucket and prefix through boto3: the standard credential chain, ``FANYI_S3_ENDPOINT_URL``."""
@@ -202,13 +216,17 @@ class S3Storage:
             raise
 
     def list(self, prefix: str) -> list[str]:
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        return sorted(obj["Key"][strip:] for obj in self._objects(prefix))
+
+    def newest(self, prefix: str) -> float | None:
+        return max((obj["LastModified"].timestamp() for obj in self._objects(prefix)), default=None)
+
+    def _objects(self, prefix: str) -> Iterator[dict[str, Any]]:
         folder = self._key(prefix) if prefix else self.prefix  # a folder, as on disk: "a/b" never lists "a/bc"
         full = f"{folder.rstrip('/')}/" if folder else ""
-        strip = len(self.prefix) + 1 if self.prefix else 0
-        keys = []
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full):
-            keys += [obj["Key"][strip:] for obj in page.get("Contents", [])]
-        return sorted(keys)
+            yield from page.get("Contents", [])
 
     def delete(self, key: str) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=self._key(key))

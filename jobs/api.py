@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -66,6 +66,7 @@ __all__ = [
 ]  # fmt: skip
 
 UPLOAD_THREADS = 8  # chunk inputs written at once by `submit` (each is one PUT)
+STALL_AFTER = 60.0  # seconds without a new part after which a job shows no ETA, when also 3x its time per chunk
 CACHE_PAUSE = 60.0  # seconds a command stops asking a cache that did not answer (`list` of many jobs: one wait)
 
 
@@ -93,6 +94,8 @@ class JobStatus:
     failed_chunks: dict[str, str] = field(default_factory=dict)  # chunk -> why it could not be done
     windows: int = 0  # engine inputs of the documents written
     reused_windows: int = 0  # of them, reused: from the translation memory, or a copy in the same engine call
+    stalled_for: float | None = None  # seconds since the last part, when that is long for this job (then no ETA)
+    trouble: str | None = None  # why the latest look failed (storage unreachable): these numbers are older
 
     @property
     def reuse_rate(self) -> float:
@@ -100,7 +103,9 @@ class JobStatus:
 
     @property
     def eta(self) -> float | None:
-        return (self.documents - self.done) / self.rate if self.rate > 0 and self.state == "running" else None
+        if self.rate <= 0 or self.state != "running" or self.stalled_for is not None or self.trouble:
+            return None
+        return (self.documents - self.done) / self.rate
 
     @property
     def finished(self) -> bool:
@@ -349,7 +354,18 @@ def _registered(job_id: str) -> str | None:
 
 
 def status(job_id: str, output: str | None = None) -> JobStatus:
+    """Where the job stands, from storage (the cache adds counts while it runs). Storage that does not
+    answer is ``Unreachable``; a job that is not there, ``FileNotFoundError``."""
     storage, output = _storage(job_id, output)
+    try:
+        return _status(storage, job_id, output)
+    except (FileNotFoundError, SpecError, StorageError):
+        raise
+    except Exception as err:  # noqa: BLE001 - boto3 and OS errors of every kind, in one line
+        raise Unreachable(f"storage {output} cannot be reached ({explain(err)})") from None
+
+
+def _status(storage: Storage, job_id: str, output: str) -> JobStatus:
     job = read_job(storage, job_id)
     summary = finalize(storage, job)  # a finalizer: the last task may have died before writing _SUCCESS
     done = done_chunks(storage, job)  # after: a part written meanwhile is counted with the state it makes
@@ -361,10 +377,20 @@ def status(job_id: str, output: str | None = None) -> JobStatus:
     documents_done = sum(job.chunks[c] for c in done)
     rate = documents_done / max(1e-9, finished - job.created)
     failed = summary["failed_chunks"] if summary else {str(c): r for c, r in failures(storage, job).items()}
+    stalled = _stalled_for(storage, job, len(done)) if state == "running" else None
     return JobStatus(
         job.id, state, job.documents, documents_done, counts.errors, len(job.chunks), len(done), rate, output,
-        counts.partial, counts.flags, failed, counts.windows, counts.reused_windows,
+        counts.partial, counts.flags, failed, counts.windows, counts.reused_windows, stalled,
     )  # fmt: skip
+
+
+def _stalled_for(storage: Storage, job: Job, chunks_done: int) -> float | None:
+    """Seconds since the job's last part (or its submission) was written, when that is long for it: over
+    ``STALL_AFTER`` and over three times its mean time per chunk so far; None while it advances."""
+    last = storage.newest(f"{job.id}/parts") or job.created
+    pace = (last - job.created) / chunks_done if chunks_done else 0.0
+    idle = time.time() - last
+    return idle if idle > max(STALL_AFTER, 3 * pace) else None
 
 
 def _chunks_running(output: str, job_id: str) -> bool:
@@ -415,11 +441,19 @@ def wait(
     """Poll until the job ends (succeeded, completed_with_errors, failed, cancelled); ``timeout`` seconds
     without an end is a TimeoutError. A cancelled job ends once its chunks under way have finished.
 
-    The first polls come quickly (0.1 s, doubling up to ``poll``): a short job is not kept waiting."""
+    The first polls come quickly (0.1 s, doubling up to ``poll``): a short job is not kept waiting.
+    Storage that stops answering once the job was seen is waited out: ``on_progress`` hears the last
+    status with the ``trouble``, and the polls go on (the workers wait it out too)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     interval = min(0.1, poll)
+    current: JobStatus | None = None
     while True:
-        current = status(job_id, output)
+        try:
+            current = status(job_id, output)
+        except Unreachable as err:
+            if current is None:
+                raise
+            current = replace(current, trouble=f"{err}; still waiting", stalled_for=None)
         if on_progress:
             on_progress(current)
         if current.finished:
@@ -480,7 +514,12 @@ def compact(
 
 
 def progress_line(s: JobStatus) -> str:
-    eta = f"ETA {_duration(s.eta)}" if s.eta is not None else s.state
+    if s.trouble:
+        eta = f"{s.state}?  {s.trouble}"
+    elif s.stalled_for is not None:
+        eta = f"{s.state}, no progress for {_duration(s.stalled_for)}"
+    else:
+        eta = f"ETA {_duration(s.eta)}" if s.eta is not None else s.state
     errors = "?" if s.errors is None else f"{s.errors:,}"
     partial = "?" if s.partial is None else f"{s.partial:,}"
     return f"{s.done:,}/{s.documents:,} documents  {s.rate:.1f}/s  {eta}  partial {partial}  errors {errors}"
@@ -540,6 +579,8 @@ class Progress:
             self.bar = tqdm(total=s.documents, initial=s.done, unit="doc", file=sys.stderr, dynamic_ncols=True)
         self.bar.update(s.done - self.bar.n)
         errors = "?" if s.errors is None else f"{s.errors:,}"
-        self.bar.set_postfix_str(f"{s.state}, partial {s.partial if s.partial is not None else '?'}, errors {errors}")
+        trouble = s.trouble or (f"no progress for {_duration(s.stalled_for)}" if s.stalled_for is not None else "")
+        postfix = f"{s.state}, partial {s.partial if s.partial is not None else '?'}, errors {errors}"
+        self.bar.set_postfix_str(f"{postfix}, {trouble}" if trouble else postfix)
         if s.finished:
             self.bar.close()

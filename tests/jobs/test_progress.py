@@ -1,0 +1,85 @@
+"""What ``jobs status`` and ``wait`` say while a job runs: an ETA while it advances, "no progress for" once it
+stalls, and storage that stops answering on the status line rather than silence or a traceback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from contract.job import Job, part_key, write_job
+from contract.storage import open_storage
+from tests.jobs.conftest import jobs_cli
+
+
+def running_job(output: str, *, submitted_ago: float, parts_written_ago: list[float]) -> str:
+    """A running job of four chunks, submitted ``submitted_ago`` s ago, with parts written at those times."""
+    storage = open_storage(output)
+    job = Job("stuck-1", {"name": "stuck"}, "marian-x", [10, 10, 10, 10], created=time.time() - submitted_ago)
+    write_job(storage, job)
+    storage.put(job.key("_ENQUEUED"), b"4\n")
+    for chunk, ago in enumerate(parts_written_ago):
+        storage.put(part_key(job.id, chunk), b"rows")
+        stamp = time.time() - ago
+        os.utime(os.path.join(output, part_key(job.id, chunk)), (stamp, stamp))
+    return job.id
+
+
+def test_a_job_that_stopped_advancing_shows_no_eta_but_how_long_it_has_not(tmp_path, services) -> None:
+    from jobs import api
+
+    output = str(tmp_path / "out")
+    job_id = running_job(output, submitted_ago=400, parts_written_ago=[370, 340])  # 30 s a chunk, then nothing
+    stuck = api.status(job_id, output)
+    assert stuck.state == "running" and stuck.eta is None and 339 < (stuck.stalled_for or 0) < 400
+    assert "no progress for 5m4" in api.progress_line(stuck) and "ETA" not in api.progress_line(stuck)
+    assert api.as_json(stuck).count('"eta": null') == 1
+
+    advancing = running_job(str(tmp_path / "out2"), submitted_ago=400, parts_written_ago=[300, 5])
+    going = api.status(advancing, str(tmp_path / "out2"))
+    assert going.stalled_for is None and going.eta is not None and "ETA " in api.progress_line(going)
+    slow = running_job(str(tmp_path / "out3"), submitted_ago=1000, parts_written_ago=[800, 600])
+    assert api.status(slow, str(tmp_path / "out3")).stalled_for is None  # 10 min idle, 3x its 5 min a chunk
+
+
+def test_storage_that_stops_answering_is_said_on_the_status_line_and_waited_out(services, monkeypatch) -> None:
+    from contract import settings
+    from contract.storage import _s3_client
+    from jobs import api
+
+    output = services["output"]
+    storage = open_storage(output)
+    job = Job("outage-1", {"name": "outage"}, "marian-x", [10, 10])
+    write_job(storage, job)
+    storage.put(job.key("_ENQUEUED"), b"2\n")
+    monkeypatch.setattr(settings, "S3_RETRIES", 1)
+    monkeypatch.setattr(settings, "S3_TIMEOUT", 1.0)
+    _s3_client.cache_clear()
+    live, dead = os.environ["FANYI_S3_ENDPOINT_URL"], f"http://127.0.0.1:{closed_port()}"
+    heard: list[api.JobStatus] = []
+
+    def hear(s: api.JobStatus) -> None:
+        heard.append(s)
+        if len(heard) == 1:
+            monkeypatch.setenv("FANYI_S3_ENDPOINT_URL", dead)  # the outage starts
+        elif s.trouble:
+            monkeypatch.setenv("FANYI_S3_ENDPOINT_URL", live)  # and ends; meanwhile the job is cancelled
+            storage.put(job.key("_CANCELLED"), b"cancelled\n")
+
+    ended = api.wait(job.id, output, poll=0.1, timeout=60, on_progress=hear)
+    assert ended.state == "cancelled" and ended.trouble is None
+    (outage,) = [s for s in heard if s.trouble]
+    line = api.progress_line(outage)
+    assert f"storage {output} cannot be reached (" in line and "still waiting" in line and "ETA" not in line
+
+    env = {**services["env"], "FANYI_S3_ENDPOINT_URL": dead, "FANYI_S3_RETRIES": "1", "FANYI_S3_TIMEOUT": "1"}
+    result = jobs_cli("status", job.id, "--output", output, env=env, timeout=120)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: storage {output} cannot be reached (")
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
