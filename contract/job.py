@@ -48,7 +48,7 @@ ROW_FIELDS = (
 
 
 def check_job_id(job_id: str) -> str:
-    if not JOB_ID.match(job_id) or ".." in job_id:
+    if not JOB_ID.fullmatch(job_id) or ".." in job_id:
         raise StorageError(f"invalid job id {job_id!r}: letters, digits, '.', '_' and '-' only")
     return job_id
 
@@ -105,12 +105,26 @@ def job_state(storage: Storage, job: Job, summary: dict[str, Any] | None) -> str
 
 
 def failures(storage: Storage, job: Job) -> dict[int, str]:
-    """Chunk -> why it could not be done."""
+    """Chunk -> why it could not be done (files of chunks the job does not have are ignored)."""
     found = {}
     for key in storage.list(f"{job.id}/_failures"):
-        if key.endswith(".json"):
-            found[int(key.rsplit("-", 1)[1].split(".")[0])] = json.loads(storage.read(key))["reason"]
+        chunk = _chunk_number(key.rsplit("/", 1)[1], "chunk-", ".json", job)
+        if chunk is not None:
+            found[chunk] = json.loads(storage.read(key))["reason"]
     return found
+
+
+_NUMBERED = re.compile(r"(\d{5,9})")
+
+
+def _chunk_number(name: str, prefix: str, suffix: str, job: Job) -> int | None:
+    """The chunk a part or failure file is named for, None unless it is one of the job's chunks: a stray
+    file (``part-09999`` of a 40-chunk job, ``part--0001``, written by a rogue message before workers
+    checked the chunk number) must not count as done nor make the readers index past ``job.chunks``."""
+    if not (name.startswith(prefix) and name.endswith(suffix)):
+        return None
+    match = _NUMBERED.fullmatch(name[len(prefix) : len(name) - len(suffix)])
+    return int(match[1]) if match and int(match[1]) < len(job.chunks) else None
 
 
 def encode_ids(chunks: Sequence[Sequence[Document]]) -> bytes:
@@ -163,10 +177,10 @@ def list_jobs(storage: Storage) -> list[str]:
 
 
 def done_chunks(storage: Storage, job: Job) -> set[int]:
-    """Chunks whose part exists (or was compacted): from storage alone, so it survives Redis losing everything."""
-    names = [k.rsplit("/", 1)[1] for k in storage.list(f"{job.id}/parts")]
-    parts = {int(n[5:-8]) for n in names if n.startswith("part-") and n.endswith(".parquet")}
-    return parts | set(compacted_chunks(storage, job))
+    """Chunks whose part exists (or was compacted): from storage alone, so it survives Redis losing everything.
+    Parts named for a chunk the job does not have are ignored (``_chunk_number``)."""
+    numbers = (_chunk_number(k.rsplit("/", 1)[1], "part-", ".parquet", job) for k in storage.list(f"{job.id}/parts"))
+    return {n for n in numbers if n is not None} | set(compacted_chunks(storage, job))
 
 
 def compacted_chunks(storage: Storage, job: Job) -> dict[int, str]:

@@ -20,10 +20,11 @@ from kombu import Queue
 
 from contract import settings
 from contract.job import TRANSLATE_CHUNK
-from worker import metrics
+from worker import messages, metrics
 
 log = logging.getLogger(__name__)
 settings.check()
+messages.use_transport()  # a payload that cannot be decoded is dropped, not the worker's death (worker.messages)
 
 app = Celery("fanyi", broker=settings.BROKER_URL, include=["worker.tasks"])
 app.conf.update(
@@ -59,6 +60,7 @@ app.conf.update(
     redbeat_lock_timeout=300,  # seconds a dead beat's lock outlives it before another beat takes over
     worker_send_task_events=True,  # Flower and the event monitor see tasks
     task_send_sent_event=True,
+    worker_consumer="worker.messages:Consumer",  # a message that is not a task: one line, counted, dropped
 )
 
 
@@ -136,5 +138,9 @@ def _own_engine_builds(queues: list[str]) -> bool:
 @task_received.connect
 def _watch_job(request: Any = None, **_: object) -> None:
     """In the main process: the watchdog follows every job a chunk of which reaches this worker."""
-    if WATCHDOG and request is not None and request.name == TRANSLATE_CHUNK and len(request.args) >= 2:
-        WATCHDOG[0].saw(request.args[0], request.args[1])
+    if WATCHDOG and request is not None and request.name == TRANSLATE_CHUNK:
+        try:
+            output, job_id, _chunk = messages.chunk_arguments(request.args, request.kwargs)
+        except messages.InvalidChunk:
+            return  # a rogue message names no job to follow (the task drops it)
+        WATCHDOG[0].saw(output, job_id)

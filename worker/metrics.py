@@ -2,7 +2,7 @@
 
 Two sources, two endpoints:
 - each worker (``FANYI_METRICS_PORT``) serves what its processes did: documents, sentences and
-  tokens translated, errors by kind, task latency, batch fill. Prefork children write to
+  tokens translated, errors by kind, messages dropped, task latency, batch fill. Prefork children write to
   ``PROMETHEUS_MULTIPROC_DIR`` and the worker's main process serves the sum.
 - ``python -m worker.exporter --port 9100`` (one per cluster) serves what Redis knows: queue depth
   per queue and priority list, messages delivered but not acknowledged, the backlog autoscalers
@@ -36,6 +36,11 @@ TOKENS = Counter("fanyi_source_tokens_translated_total", "Source tokens of the d
 ERRORS = Counter(
     "fanyi_errors_total", "Errors by kind (document, poison, time_limit, transient, environment, chunk)", ["kind"]
 )
+MESSAGES_DROPPED = Counter(
+    "fanyi_messages_dropped_total",
+    "Messages dropped unread or undone (undecodable, not_a_task, invalid_chunk)",
+    ["reason"],
+)  # worker/messages.py: each also logged on one line
 WINDOWS = Counter(
     "fanyi_windows_translated_total", "Windows of the documents written, by what translated them", ["by"]
 )  # by: engine, or memory (the translation memory had it: worker/memory.py)

@@ -53,6 +53,7 @@ from worker.engine.search import DecodingOptions
 from worker.engine.translator import Translator
 from worker.faults import ChunkFault, EnvironmentFault, Fault, classify
 from worker.memory import Memory, forget_job_memory, job_memory
+from worker.messages import InvalidChunk, chunk_arguments, dropped
 from worker.watchdog import record_ended, record_running
 
 log = logging.getLogger(__name__)
@@ -86,11 +87,17 @@ class JobGone(Exception):
 
 
 @app.task(name=TRANSLATE_CHUNK, bind=True, max_retries=None)
-def translate_chunk(self: Any, output: str, job_id: str, chunk: int) -> str:
-    """Only three things leave here: a return (the message is acknowledged: its part exists, or the job
-    is gone, logged and counted), a ``Retry`` (a new message was sent first) or a ``Reject`` with
-    requeue. Whatever fails while a failure is handled (storage, the cache, the health file, the
-    broker) leads to a retry, never to an acknowledgement without a part."""
+def translate_chunk(self: Any, *args: Any, **kwargs: Any) -> str:
+    """Translate chunk ``chunk`` of job ``job_id`` under ``output`` (the message's arguments).
+
+    Only three things leave here: a return (the message is acknowledged: its part exists, or the job
+    is gone, or the message can never be done, logged and counted), a ``Retry`` (a new message was
+    sent first) or a ``Reject`` with requeue. Whatever fails while a failure is handled (storage, the
+    cache, the health file, the broker) leads to a retry, never to an acknowledgement without a part."""
+    try:  # any arguments reach here: checked before anything is read or written (worker.messages)
+        output, job_id, chunk = chunk_arguments(args, kwargs)
+    except InvalidChunk as err:
+        return _invalid(self, err)
     hostname = self.request.hostname or ""
     deliveries = Deliveries(job_id, chunk, hostname)
     running = record_running(output, job_id, chunk, hostname, deliveries.me)
@@ -136,6 +143,8 @@ def _retry(task: Any, countdown: float, why: str) -> NoReturn:
 def _handle(task: Any, err: Exception, output: str, job_id: str, chunk: int, deliveries: Deliveries) -> str:
     if isinstance(err, JobGone):
         return _job_gone(task, err, job_id, chunk, deliveries)
+    if isinstance(err, InvalidChunk):
+        return _invalid(task, err)
     fault = classify(err)
     metrics.ERRORS.labels(kind=fault.value).inc()
     if fault is Fault.TRANSIENT:
@@ -156,6 +165,12 @@ def _handle(task: Any, err: Exception, output: str, job_id: str, chunk: int, del
     log.error("chunk %s of job %s cannot be done: %s", chunk, job_id, reason)
     _fail_chunk(output, job_id, chunk, reason)
     return "failed"
+
+
+def _invalid(task: Any, err: InvalidChunk) -> str:
+    """A message no worker can ever do: acknowledged, never retried, nothing written."""
+    dropped("invalid_chunk", str(err), (task.request.delivery_info or {}).get("routing_key") or "")
+    return "invalid"
 
 
 def _job_gone(task: Any, err: JobGone, job_id: str, chunk: int, deliveries: Deliveries) -> str:
@@ -207,10 +222,10 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
     storage = open_storage(output)
     try:
         job = _job(output, job_id)
-    except FileNotFoundError as err:
+    except (FileNotFoundError, NotADirectoryError) as err:
         raise JobGone(f"the job's manifest is gone ({err})") from None
-    if not 0 <= chunk < len(job.chunks):
-        raise ChunkFault(f"job {job_id} has {len(job.chunks)} chunks, not a chunk {chunk}")
+    if not 0 <= chunk < len(job.chunks):  # not the chunk's fault: there is no such chunk to write a part for
+        raise InvalidChunk(f"job {job_id} has {len(job.chunks)} chunks, not a chunk {chunk}")
     key = part_key(job_id, chunk)
     if storage.exists(key) or chunk in compacted_chunks(storage, job):  # done, and maybe compacted since
         finalize(storage, job)
