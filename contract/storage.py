@@ -80,13 +80,26 @@ class Storage(Protocol):
 def open_storage(uri: str) -> Storage:
     """``s3://bucket/prefix`` or a local directory (``file://`` or a plain path)."""
     if uri.startswith("s3://"):
-        bucket, _, prefix = uri[5:].partition("/")
-        if not bucket:
-            raise StorageError(f"{uri!r} names no bucket: use s3://bucket/prefix")
-        return S3Storage(bucket, prefix.strip("/"))
+        return S3Storage(*split_s3(uri))
     if "://" in uri and not uri.startswith("file://"):
         raise StorageError(f"unsupported storage URI {uri!r}: use s3://bucket/prefix or a local directory")
     return LocalStorage(Path(uri.removeprefix("file://")))
+
+
+def split_s3(uri: str) -> tuple[str, str]:
+    """``s3://bucket/some/prefix/`` -> ``("bucket", "some/prefix")``. S3 takes ``.``, ``..`` and empty path
+    segments literally (``s3://b/../../x`` would write keys starting ``../../x/``), so they are refused here,
+    as is a URI without a bucket."""
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    if not bucket or bucket in (".", ".."):
+        raise StorageError(f"{uri!r} names no bucket: use s3://bucket/prefix")
+    prefix = prefix.strip("/")
+    if prefix and (_BAD_KEY.search(prefix) or "//" in prefix):
+        raise StorageError(
+            f"{uri!r}: an s3:// path cannot have '.', '..' or empty segments (S3 would keep them literally in "
+            "the keys): write the prefix without them"
+        )
+    return bucket, prefix
 
 
 @dataclass

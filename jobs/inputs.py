@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.job import Document, read_parquet
-from contract.storage import S3Storage, StorageError, glob_keys
+from contract.storage import S3Storage, StorageError, glob_keys, split_s3
 from jobs.spec import JobSpec, SpecError
 from worker.tokenizer import unreadable
 
@@ -33,8 +33,8 @@ FORMATS = (".parquet", ".jsonl", ".txt")
 def expand(pattern: str) -> list[str]:
     """The files a pattern names, sorted; a pattern that matches nothing is an error."""
     if pattern.startswith("s3://"):
-        bucket, _, key_pattern = pattern[5:].partition("/")
         try:
+            bucket, key_pattern = split_s3(pattern)
             found = [f"s3://{bucket}/{k}" for k in glob_keys(S3Storage(bucket), key_pattern)]
         except StorageError as err:
             raise SpecError(str(err)) from None
@@ -55,7 +55,7 @@ def expand(pattern: str) -> list[str]:
 def _read_bytes(uri: str) -> bytes:
     try:
         if uri.startswith("s3://"):
-            bucket, _, key = uri[5:].partition("/")
+            bucket, key = split_s3(uri)
             return S3Storage(bucket).read(key)
         return Path(uri).read_bytes()
     except (OSError, StorageError) as err:

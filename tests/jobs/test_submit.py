@@ -93,6 +93,18 @@ def test_inputs_from_s3_globs_are_read(tmp_path, services, demo_artifact) -> Non
     assert job.chunks == [3] and queued(services["redis"]) == 1
 
 
+def test_s3_uris_with_dot_segments_or_no_bucket_are_refused_before_anything_is_written(
+    tmp_path, services, demo_artifact
+) -> None:
+    bucket = services["bucket"]
+    for output in (f"s3://{bucket}/../../x", f"s3://{bucket}/results/./x", f"s3://{bucket}/a//b", "s3:///results"):
+        expected = "names no bucket" if output.startswith("s3:///") else "cannot have '.', '..' or empty segments"
+        refused(tmp_path, services, demo_artifact, expected, output=output)
+    refused(tmp_path, services, demo_artifact, "cannot have '.', '..'", inputs=[f"s3://{bucket}/in/../*.jsonl"])
+    assert open_storage(f"s3://{bucket}").list("") == []  # no literal '../' key anywhere in the bucket
+    assert open_storage(f"s3://{bucket}/results/").uri == f"s3://{bucket}/results"  # a trailing slash is fine
+
+
 @pytest.mark.parametrize("key", ["../x", "a/../../x", "/etc/passwd", "a//b", "a\\b", "a/./b", "a\x00b"])
 def test_keys_that_could_leave_their_prefix_are_refused(tmp_path, key: str) -> None:
     with pytest.raises(StorageError):
