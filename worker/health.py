@@ -41,6 +41,7 @@ from contract import settings
 from worker import fleet
 
 LIVE_BEATS = 6  # heartbeats without a watchdog pass after which a worker is hung
+DISK_HEADROOM = 64 * 2**20  # bytes a full disk needs free before its worker takes chunks again
 
 
 def _path() -> Path:
@@ -164,11 +165,8 @@ def passes(check: dict[str, str]) -> bool:
             timeout = max(5.0, 5 * settings.HEARTBEAT)  # under the liveness limit of six heartbeats
             built = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=timeout)
             return built.returncode == 0
-        elif kind == "disk":  # some data, flushed to the disk: an empty file fits on a full disk
-            with tempfile.NamedTemporaryFile(dir=target) as f:
-                f.write(b"\0" * 65536)
-                f.flush()
-                os.fsync(f.fileno())
+        elif kind == "disk":
+            return _disk_has_room(target)
         elif kind == "storage":
             from contract.storage import open_storage
 
@@ -188,6 +186,20 @@ def _loads(artifact: str) -> bool:
     except ArtifactError:
         return False
     return True
+
+
+def _disk_has_room(folder: str) -> bool:
+    """Whether a folder that was full (or read-only) takes writes again, with room to spare: some data
+    written and flushed (an empty file fits on a full disk; a read-only one refuses even that), and at
+    least ``DISK_HEADROOM`` free, or a tenth of a smaller filesystem. Without the headroom a disk with a
+    few KiB left passes, the worker takes a chunk, fills it again and fails: healthy, then unhealthy,
+    every heartbeat."""
+    with tempfile.NamedTemporaryFile(dir=folder) as f:
+        f.write(b"\0" * 65536)
+        f.flush()
+        os.fsync(f.fileno())
+    disk = os.statvfs(folder)
+    return disk.f_bavail * disk.f_frsize >= min(DISK_HEADROOM, disk.f_blocks * disk.f_frsize // 10)
 
 
 def record_beat(started: float, interval: float) -> None:
