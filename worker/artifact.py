@@ -13,7 +13,7 @@ the weights and the worker reads the token table while it translates. ``load`` n
 inode, size, modification and change times; ``check_unchanged`` compares them again (a ``stat`` per
 file, microseconds: the engine calls it after every batch), and any write, truncation or
 replacement changes the change time, which no user can set. The bytes read before the check are
-then discarded with an ``ArtifactError``.
+then discarded (``ArtifactChanged``).
 """
 
 from __future__ import annotations
@@ -57,11 +57,12 @@ class SharedWeights(StoredTensor):
 
 
 class ArtifactError(Exception):
-    """The artifact is missing, incomplete or altered; the message names the file, ``root`` the artifact."""
+    """The artifact is missing, incomplete or altered; the message names the file."""
 
-    def __init__(self, message: str, root: Path | None = None):
-        super().__init__(message)
-        self.root = root
+
+class ArtifactChanged(ArtifactError):
+    """A file changed under an artifact in use: what was read from it is discarded, the artifact is loaded
+    (and verified) again."""
 
 
 def content_id(manifest: dict[str, Any]) -> str:
@@ -161,34 +162,34 @@ class Artifact:
             manifest = json.loads((root / MANIFEST).read_text())
         except FileNotFoundError:
             raise ArtifactError(
-                f"{root / MANIFEST} not found: build an artifact with `python -m export_tools build`", root
+                f"{root / MANIFEST} not found: build an artifact with `python -m export_tools build`"
             ) from None
         except (OSError, json.JSONDecodeError) as err:
-            raise ArtifactError(f"{root / MANIFEST} cannot be read ({err}): rebuild the artifact", root) from None
+            raise ArtifactError(f"{root / MANIFEST} cannot be read ({err}): rebuild the artifact") from None
         if manifest.get("format") != ARTIFACT_FORMAT:
             raise ArtifactError(
                 f"artifact {root} has format {manifest.get('format')}, this worker reads format {ARTIFACT_FORMAT}: "
-                "rebuild it with `python -m export_tools build` (or `demo`) from this version", root
-            )  # fmt: skip
+                "rebuild it with `python -m export_tools build` (or `demo`) from this version"
+            )
         problems = identity_problems(manifest)  # the manifest alone: cheap, so always
         before: dict[str, Stamp] = {}
         if verify and not problems:
             before, problems = _verified(root, manifest["files"])
         if problems:
-            raise ArtifactError(f"artifact {root} failed verification: " + "; ".join(problems), root)
+            raise ArtifactError(f"artifact {root} failed verification: " + "; ".join(problems))
         return cls(root, manifest, before)
 
     def check_unchanged(self) -> None:
-        """Raise ``ArtifactError`` if a file changed since ``load`` verified it (see the module's docstring)."""
+        """Raise ``ArtifactChanged`` if a file changed since ``load`` verified it (see the module's docstring)."""
         try:
             changed = [rel for rel, stamp in stamps(self.root, self.stamps).items() if stamp != self.stamps[rel]]
         except OSError as err:
             changed = [f"{err.filename} ({err.strerror})"]
         if changed:
-            raise ArtifactError(
+            raise ArtifactChanged(
                 f"artifact {self.root} changed while in use ({', '.join(changed)}): what was read from it is "
-                "discarded; artifacts are immutable, a new version goes to a new path", self.root
-            )  # fmt: skip
+                "discarded; artifacts are immutable, a new version goes to a new path"
+            )
 
     @property
     def artifact_id(self) -> str:

@@ -52,6 +52,7 @@ from contract.cache import (
 )
 from contract.job import TRANSLATE_CHUNK
 from worker import fleet, health, metrics
+from worker.messages import InvalidChunk, chunk_arguments
 
 log = logging.getLogger(__name__)
 # KEYS[1] a hash, ARGV[1] a field, ARGV[2] the value read: deletes the field only if it still holds that value
@@ -109,11 +110,12 @@ def chunk_of(raw: bytes) -> Delivered | None:
         headers = message.get("headers") or {}
         if headers.get("task") != TRANSLATE_CHUNK:
             return None
-        output, job_id, number = json.loads(base64.b64decode(message["body"]))[0]
+        args, kwargs, _ = json.loads(base64.b64decode(message["body"]))
+        output, job_id, number = chunk_arguments(args, kwargs)
         eta = datetime.fromisoformat(headers["eta"]).timestamp() if headers.get("eta") else 0.0
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-        return None
-    return Delivered(chunk_field(output, job_id, number), str(job_id), int(number), eta)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, InvalidChunk):
+        return None  # left to the broker's visibility timeout, then dropped by the task (worker.messages)
+    return Delivered(chunk_field(output, job_id, number), job_id, number, eta)
 
 
 class Watchdog(threading.Thread):
