@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -55,6 +54,7 @@ from kombu.transport.virtual.base import Message as VirtualMessage
 from vine import promise
 
 from contract.job import JOB_ID
+from contract.storage import StorageError, split_s3
 from worker import metrics
 
 log = logging.getLogger(__name__)
@@ -235,15 +235,15 @@ def chunk_arguments(args: Any, kwargs: Any) -> tuple[str, str, int]:
     return output, job_id, chunk
 
 
-_BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
-
-
 def _output_ok(output: str) -> bool:
     if not output or len(output) > MAX_OUTPUT or not output.isprintable():
         return False
     if output.startswith("s3://"):
-        bucket, _, prefix = output[5:].partition("/")
-        return bool(_BUCKET.fullmatch(bucket)) and not {".", ".."} & set(prefix.split("/"))
+        try:
+            split_s3(output)  # where every s3:// URI is parsed
+        except StorageError:
+            return False
+        return True
     if "://" in output and not output.startswith("file://"):
         return False
     return ".." not in output.removeprefix("file://").split("/")
