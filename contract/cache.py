@@ -26,6 +26,10 @@ CHUNK_KEY = "fanyi:chunk:{job}:{chunk}"  # hash: a chunk's deliveries (running, 
 LEASE_KEY = "fanyi:delivery:{delivery}"  # present while that delivery's process is alive
 SCHEDULE_RUN_KEY = "fanyi:schedule:{name}:{date}"  # the job id a scheduled run submitted (kept 7 days)
 SCHEDULE_LAST_KEY = "fanyi:schedule:{name}:last"  # "<job id> <output>" of a schedule's latest run
+SCHEDULES_KEY = "fanyi:schedules"  # hash: schedule name -> its spec's path (what beat runs), for `jobs schedules`
+SCHEDULE_WAITING_KEY = "fanyi:schedule:{name}:waiting"  # "<date> <job id> <since>": a night waiting for that run
+SCHEDULE_SKIPPED_KEY = "fanyi:schedule:{name}:skipped"  # hash: date -> the run still going then, of nights never run
+SCHEDULE_SUBMITTING_KEY = "fanyi:schedule:{name}:submitting"  # the job id beat is submitting for it now (a lock)
 # In the broker's Redis (``broker()``), beside kombu's own keys:
 BROKER_MARK_KEY = "fanyi:broker"  # set once; gone when the broker lost its keys (restart without disk, FLUSHALL)
 REENQUEUE_LOCK = "fanyi:reenqueue:{job}:{mark}"  # one watchdog enqueues a job's lost chunks again

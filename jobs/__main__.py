@@ -9,6 +9,7 @@
     python -m jobs resume JOB_ID --retry-failed  ... and translate again the chunks that failed
     python -m jobs compact JOB_ID                merge an ended job's parts into files of about 64 MB
     python -m jobs memory clear --output PREFIX  forget the translation memories of the jobs under PREFIX
+    python -m jobs schedules                     each schedule's last run, a night waiting for it, nights skipped
     python -m jobs demo                          the whole system on embedded defaults (see jobs/demo.py)
 
 A job's output prefix is found from --output, else FANYI_OUTPUT, else the Redis registry of
@@ -60,6 +61,7 @@ def parser() -> argparse.ArgumentParser:
     memory.add_argument("action", choices=["clear"], help="clear: forget what the memory holds (costs time only)")
     memory.add_argument("--output", required=True, help="output prefix (or memory_prefix) whose memories to clear")
     memory.add_argument("--job", help="clear only this job's own memory (memory: job), not the shared one")
+    sub.add_parser("schedules", help="each nightly schedule: its last run, a night waiting for it, nights skipped")
     listing = sub.add_parser("list", help="jobs under an output prefix")
     listing.add_argument("--output", required=True, help="output prefix, e.g. s3://results/translations")
     return p
@@ -87,6 +89,15 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "cancel":
         api.cancel(args.job_id, args.output)
         print(f"cancelled {args.job_id}: `python -m jobs resume {args.job_id}` starts it again")
+        return 0
+    if args.command == "schedules":
+        from jobs.schedules import schedules
+
+        found = schedules()
+        for schedule in found:
+            print("\n".join(schedule.lines()))
+        if not found:
+            print("no schedule has run yet (beat runs the specs of FANYI_SCHEDULES: see jobs/schedules.py)")
         return 0
     if args.command == "memory":
         cleared = api.clear_memory(args.output, args.job)

@@ -5,8 +5,10 @@ One per cluster (each worker serves its own counters, see ``worker.metrics``). T
     /metrics   Prometheus: per queue the messages waiting per priority list, the ones delivered and
                not yet acknowledged, and their sum, the backlog; workers whose heartbeat is alive and workers
                that stopped taking chunks after an environment fault; per job (label ``job_id``) the
-               documents submitted and written, error rows, and when it ended; and whether Redis
-               answered (``fanyi_exporter_redis_up``: 0 keeps the endpoint up, so alerts can say so).
+               documents submitted and written, error rows, and when it ended; per nightly schedule
+               (label ``schedule``) whether a night waits for an earlier run still going and how many
+               nights were skipped for one (``jobs.schedules``); and whether Redis answered
+               (``fanyi_exporter_redis_up``: 0 keeps the endpoint up, so alerts can say so).
     /backlog   {"translate.cpu": 80, ...}: each queue's backlog as JSON, for KEDA's metrics-api
                trigger (503 while Redis does not answer: KEDA then holds its fallback).
     /healthz   200 while the exporter serves.
@@ -29,7 +31,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from contract import settings
-from contract.cache import JOB_PROGRESS_KEY, JOBS_KEY, WORKER_KEY, cache
+from contract.cache import (
+    JOB_PROGRESS_KEY,
+    JOBS_KEY,
+    SCHEDULE_SKIPPED_KEY,
+    SCHEDULE_WAITING_KEY,
+    SCHEDULES_KEY,
+    WORKER_KEY,
+    cache,
+)
 
 log = logging.getLogger("fanyi.exporter")
 UNACKED_KEY = "unacked"  # kombu's Redis hash of delivered, unacknowledged messages: [message, exchange, queue]
@@ -92,7 +102,7 @@ class QueueCollector:
 
         with self.lock:
             try:
-                families, up = [*self._queues(), *self._jobs()], 1
+                families, up = [*self._queues(), *self._jobs(), *self._schedules()], 1
             except Exception as err:  # noqa: BLE001 - Redis down is a series (redis_up 0), not a failed scrape
                 urls = dict.fromkeys(settings.redact(url) for url in (settings.BROKER_URL, settings.CACHE_URL))
                 log.warning("cannot read Redis at %s: %s", " or ".join(urls), err)
@@ -141,6 +151,29 @@ class QueueCollector:
             if "ended" in progress:
                 ended.add_metric([job], float(progress["ended"]))
         yield from (total, done, errors, ended)
+
+    def _schedules(self) -> Iterator[Any]:
+        """Per schedule beat ran: whether a night waits for an earlier run, and the nights skipped for one."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        labels = ["schedule"]
+        blocked = GaugeMetricFamily(
+            "fanyi_schedule_blocked", "1 while a night cannot start: an earlier run is still going", labels=labels
+        )
+        skipped = GaugeMetricFamily(
+            "fanyi_schedule_skipped_nights", "Nights that never ran because an earlier run was still going (30 days)",
+            labels=labels,
+        )  # fmt: skip
+        redis = cache()
+        names = sorted(name.decode() for name in redis.hkeys(SCHEDULES_KEY))
+        pipeline = redis.pipeline(transaction=False)
+        for name in names:
+            pipeline.exists(SCHEDULE_WAITING_KEY.format(name=name)).hlen(SCHEDULE_SKIPPED_KEY.format(name=name))
+        counts = iter(pipeline.execute())
+        for name in names:
+            blocked.add_metric([name], next(counts))
+            skipped.add_metric([name], next(counts))
+        yield from (blocked, skipped)
 
     def _current_jobs(self) -> Iterator[tuple[str, dict[str, str]]]:
         """Registered jobs with their progress; ended ones past the retention are forgotten here."""

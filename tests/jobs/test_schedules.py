@@ -1,4 +1,5 @@
-"""Nightly schedules: beat entries from the specs, one run per date, none while the last is running."""
+"""Nightly schedules: beat entries from the specs, one run per date, none while the last is running: a night
+that cannot start waits, is said (``jobs schedules``, the exporter) and runs once the earlier run ends."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.jobs.conftest import corpus, queued, spec
+from tests.jobs.conftest import corpus, jobs_cli, queued, spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,6 +35,9 @@ def test_nothing_is_scheduled_unless_a_folder_is_named_and_the_demo_schedule_loa
     entry = entries["fanyi.schedule.nightly-demo"]
     assert entry["task"] == "fanyi.run_schedule" and Path(entry["args"][0]).name == "nightly-demo.yaml"
     assert entry["schedule"].hour == {2} and entry["schedule"].minute == {0}
+    catching_up = entries["fanyi.schedule.nightly-demo.catch-up"]  # a waiting night looked at every minute
+    assert catching_up["task"] == "fanyi.catch_up_schedule" and catching_up["args"] == entry["args"]
+    assert catching_up["schedule"] == 60
     demo = load_spec(entry["args"][0])
     assert Path(demo.inputs[0]) == ROOT / "examples" / "corpus.jsonl" and Path(demo.artifact) == ROOT / "artifacts/demo"
     with pytest.raises(SpecError, match="not a folder"):
@@ -41,10 +45,10 @@ def test_nothing_is_scheduled_unless_a_folder_is_named_and_the_demo_schedule_loa
 
 
 def test_beat_submits_a_due_run_itself_and_sends_the_workers_no_task(tmp_path, services, demo_artifact, producer):
-    from jobs.schedules import RUN_SCHEDULE, SpecScheduler
+    from jobs.schedules import CATCH_UP, RUN_SCHEDULE, SpecScheduler
     from worker.app import app
 
-    assert RUN_SCHEDULE not in app.tasks  # the workers know no such task: beat runs it
+    assert RUN_SCHEDULE not in app.tasks and CATCH_UP not in app.tasks  # the workers know no such task: beat runs it
     path = spec(
         tmp_path / "nightly.json", inputs=[str(corpus(tmp_path / "in.jsonl", 5))], output=str(tmp_path / "out"),
         artifact=demo_artifact, schedule="0 2 * * *", name="nightly",
@@ -128,3 +132,53 @@ def test_a_run_that_failed_after_writing_its_job_is_completed_by_the_retry_not_s
     assert list_jobs(open_storage(dated)) == [again]  # one job for the night, completed rather than made twice
     assert api.status(again, dated).state == "running" and queued(services["redis"]) == 2
     assert run_schedule(str(path), now=night) is None  # and the night is used up
+
+
+def schedule_series(name: str) -> dict[str, float]:
+    """The exporter's series of schedule ``name``, as a scrape sees them."""
+    from worker import exporter
+
+    exporter.broker.cache_clear()
+    families = list(exporter.QueueCollector().collect())
+    exporter.broker.cache_clear()
+    return {s.name: s.value for f in families for s in f.samples if s.labels.get("schedule") == name}
+
+
+def test_nights_blocked_by_a_stuck_run_wait_then_the_latest_runs_once_it_ends_and_the_others_are_listed_skipped(
+    tmp_path, services, demo_artifact, producer
+):
+    from contract.cache import SCHEDULE_SUBMITTING_KEY, cache
+    from jobs import api
+    from jobs.schedules import catch_up, run_schedule, schedules
+
+    out = tmp_path / "out"
+    path = str(spec(tmp_path / "nightly.json", inputs=[str(corpus(tmp_path / "in.jsonl", 5))], output=str(out),
+                    artifact=demo_artifact, schedule="0 2 * * *", name="nightly"))  # fmt: skip
+    night = lambda day: datetime(2026, 12, day, 2, 0, tzinfo=UTC)
+    stuck = run_schedule(path, now=night(4))  # no worker: it stays running, as a stuck run does
+    assert stuck == "nightly-2026-12-04" and run_schedule(path, now=night(5)) is None
+    (state,) = schedules()
+    assert state.lines()[1].startswith("  waiting: 2026-12-05 because nightly-2026-12-04 is still running (since")
+    assert schedule_series("nightly") == {"fanyi_schedule_blocked": 1, "fanyi_schedule_skipped_nights": 0}
+    assert catch_up(path) is None  # still going: the night keeps waiting
+    assert run_schedule(path, now=night(6)) is None and run_schedule(path, now=night(7)) is None
+    lines = schedules()[0].lines()
+    assert lines[1].startswith("  waiting: 2026-12-07 because nightly-2026-12-04 is still running")
+    assert lines[2] == "  skipped: 2026-12-05, 2026-12-06 because nightly-2026-12-04 was still running"
+    assert schedule_series("nightly") == {"fanyi_schedule_blocked": 1, "fanyi_schedule_skipped_nights": 2}
+
+    api.cancel(stuck, str(out / "2026-12-04"))  # unstuck: it ends
+    caught = catch_up(path)  # what beat does within a minute
+    assert caught == "nightly-2026-12-07" and (out / "2026-12-07" / caught / "_job.json").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["2026-12-04", "2026-12-07"] and queued(services["redis"]) == 2
+    assert catch_up(path) is None and run_schedule(path, now=night(7)) is None  # nothing waits; the night ran
+    shown = jobs_cli("schedules", env=services["env"], timeout=120)
+    assert shown.returncode == 0 and "waiting" not in shown.stdout, shown.stderr
+    assert shown.stdout.startswith("nightly: last run nightly-2026-12-07: 0/5 documents")
+    assert "  skipped: 2026-12-05, 2026-12-06 because nightly-2026-12-04 was still running" in shown.stdout
+    assert schedule_series("nightly") == {"fanyi_schedule_blocked": 0, "fanyi_schedule_skipped_nights": 2}
+
+    api.cancel(caught, str(out / "2026-12-07"))
+    cache().set(SCHEDULE_SUBMITTING_KEY.format(name="nightly"), "nightly-2026-12-08")  # a submission under way ...
+    assert run_schedule(path, now=night(9)) is None  # ... blocks the next night like a run still going
+    assert "waiting: 2026-12-09 because nightly-2026-12-08 is still running" in schedules()[0].lines()[1]
