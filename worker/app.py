@@ -100,9 +100,10 @@ def _start_watchdog(sender: Any = None, **_: object) -> None:
     """In the main process, before it connects to the broker or forks its processes: the watchdog
     (liveness beat, heartbeat, orphaned chunks, completion, health), so a worker that waits for Redis
     or loads a model still beats."""
-    from worker import health
+    from worker import fleet, health
     from worker.watchdog import Watchdog
 
+    fleet.start_instance()
     health.mark_healthy()
     watchdog = Watchdog(app, getattr(sender, "hostname", "") or "", [])
     watchdog.start()

@@ -5,16 +5,19 @@ hard time limit) or it ran past the soft time limit. A delivery records itself a
 ``running`` one when it begins, keeps a lease (``fanyi:delivery:<id>``, refreshed by a thread of its
 process every heartbeat, lapsing three heartbeats after that process is gone) and, however it ends
 (a part written, a retry, a requeue, an early stop), erases only its own record. The next delivery
-that finds another delivery's record waits for that lease: lapsed, the other one died (a death, and
-a strike for the document it recorded it was on); still refreshed after three heartbeats, it is a
+that finds another delivery's record waits for that lease: lapsed, the other one died (a death, and,
+if it died alone, a strike for the document it recorded it was on); still refreshed after three heartbeats, it is a
 live duplicate (the watchdog enqueued the chunk again during a Redis hiccup, or the broker
 redelivered it): no death, no strike, both translate and the part is created once. Retries and
 requeues are not deaths. Every read-and-change of the record is one Lua script, so a delivery never
 erases or counts a record it did not read.
 
-A document is poison only after it was in progress in **two** deliveries that died: one death is a
-node drain or an OOM kill of a neighbour as often as a crash. Losing the record loses nothing but
-that memory: the chunk is then treated as delivered for the first time.
+A document is poison only after it was in progress in **two** deliveries that died alone, their
+worker still beating (``worker.fleet``: the same instance, not one restarted under its name): a
+worker killed as a whole (a node drain, an OOM kill of its container) is no document's doing, and
+one death alone is an OOM kill of a neighbour as often as a crash. Every death counts towards
+``FANYI_MAX_DEATHS``. Losing the record loses nothing but that memory: the chunk is then treated as
+delivered for the first time.
 """
 
 from __future__ import annotations
@@ -28,13 +31,15 @@ from typing import Any
 
 from contract import settings
 from contract.cache import CHUNK_KEY, LEASE_KEY, cache
+from worker import fleet
 
 log = logging.getLogger(__name__)
 TTL = 7 * 24 * 3600  # seconds a chunk's record is kept
 STRIKES = 2  # deaths a document must have been in progress for before it is skipped as poison
 
-# KEYS[1] the chunk's hash; ARGV[1] the delivery that died; ARGV[2] "1": only if it is still the running one.
-# Counts the death, strikes the document it recorded it was on, erases its record.
+# KEYS[1] the chunk's hash; ARGV[1] the delivery that died; ARGV[2] "1": only if it is still the running one;
+# ARGV[3] "1": its document is struck. Counts the death, strikes the document it recorded it was on, erases
+# its record.
 _DIED = """
 local running = redis.call('hget', KEYS[1], 'running')
 if ARGV[2] == '1' and running ~= ARGV[1] then return 0 end
@@ -42,7 +47,7 @@ redis.call('hincrby', KEYS[1], 'deaths', 1)
 local suspect = redis.call('hget', KEYS[1], 'suspect')
 local prefix = ARGV[1] .. ' '
 if suspect and string.sub(suspect, 1, #prefix) == prefix then
-  redis.call('hincrby', KEYS[1], 'strikes:' .. string.sub(suspect, #prefix + 1), 1)
+  if ARGV[3] == '1' then redis.call('hincrby', KEYS[1], 'strikes:' .. string.sub(suspect, #prefix + 1), 1) end
   redis.call('hdel', KEYS[1], 'suspect')
 end
 if running == ARGV[1] then redis.call('hdel', KEYS[1], 'running') end
@@ -62,13 +67,24 @@ def _cache() -> Any:
     return cache()
 
 
+def _alone(delivery: str) -> bool:
+    """Whether a delivery that died died alone: its worker (the instance that made it) still beats, so
+    its process was killed or crashed on its own. A worker killed as a whole (a node drain, an OOM kill
+    of its container, a restart) is no document's doing. Unknown (no worker instance): alone."""
+    try:
+        hostname, instance, _pid, _since = delivery.rsplit(":", 3)
+    except ValueError:
+        return True  # recorded before deliveries named their worker's instance
+    return not instance or fleet.instance_alive(hostname, instance)
+
+
 class Deliveries:
     """This delivery of one chunk: ``start`` when it begins, ``end`` (or ``timed_out``) when it stops."""
 
     def __init__(self, job_id: str, chunk: int, hostname: str = ""):
         self.key = CHUNK_KEY.format(job=job_id, chunk=chunk)
         self.worker = hostname
-        self.me = f"{hostname}:{os.getpid()}:{time.time():.6f}"
+        self.me = f"{hostname}:{fleet.INSTANCE}:{os.getpid()}:{time.time():.6f}"
         self.deaths = 0
         self.poisoned: set[str] = set()
         self._alive: threading.Event | None = None  # set when this delivery stops refreshing its lease
@@ -85,7 +101,7 @@ class Deliveries:
             self._keep_alive(redis)  # first: the watchdog puts back a chunk whose delivery holds no lease
             found = redis.hget(self.key, "running")
             if found and found.decode() != self.me and self._gone(redis, found.decode()):
-                redis.eval(_DIED, 1, self.key, found.decode(), "1")
+                redis.eval(_DIED, 1, self.key, found.decode(), "1", "1" if _alone(found.decode()) else "0")
             redis.hset(self.key, "running", self.me)
             redis.expire(self.key, TTL)
             record = {k.decode(): v.decode() for k, v in redis.hgetall(self.key).items()}
@@ -149,17 +165,17 @@ class Deliveries:
     def timed_out(self) -> None:
         """This delivery ran past the soft time limit: it counts as one that died."""
         self._stop()
-        self._record(_DIED, "0")
+        self._record(_DIED, "0", "1")
 
     def end(self) -> None:
         """This delivery stopped (whatever the outcome): it did not die. Erases its own record only."""
         self._stop()
         self._record(_ENDED, "0")
 
-    def _record(self, script: str, flag: str) -> None:
+    def _record(self, script: str, *flags: str) -> None:
         """Run one of the record's scripts (``_DIED``, ``_ENDED``) for this delivery."""
         try:
-            _cache().eval(script, 1, self.key, self.me, flag)
+            _cache().eval(script, 1, self.key, self.me, *flags)
         except Exception as err:  # noqa: BLE001 - the cache is a convenience
             log.warning("delivery record unavailable: %s", err)
 

@@ -81,11 +81,16 @@ def test_deliveries_that_end_are_not_deaths(cache) -> None:
     assert Deliveries("job", 0, "w2").start() == (0, set())  # a retry or requeue is no death
 
 
-def killed_delivery(redis_url: str, job: str, chunk: int, hostname: str, suspect: str | None = None) -> None:
-    """A delivery in a process of its own that records itself (and the document it is on), then is SIGKILLed."""
+def killed_delivery(
+    redis_url: str, job: str, chunk: int, hostname: str, suspect: str | None = None, instance: str = ""
+) -> None:
+    """A delivery in a process of its own (of worker ``instance``) that records itself (and the document it is
+    on), then is SIGKILLed."""
     code = (
         "import os, signal\n"
+        "from worker import fleet\n"
         "from worker.deliveries import Deliveries\n"
+        f"fleet.INSTANCE = {instance!r}\n"
         f"d = Deliveries({job!r}, {chunk}, {hostname!r})\n"
         "d.start()\n" + (f"d.suspect({suspect!r})\n" if suspect else "") + "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
@@ -102,6 +107,23 @@ def test_a_document_is_poison_only_after_two_deliveries_died_on_it(cache, redis_
     third.suspect("d7")
     third.timed_out()  # past the soft time limit on d7 again: a second strike
     assert Deliveries("job", 1, "w4").start() == (3, {"d7"})
+
+
+def test_a_document_is_struck_only_when_its_delivery_died_and_its_worker_did_not(cache, redis_url) -> None:
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    beats = lambda hostname, instance: client.set(f"fanyi:worker:{hostname}", json.dumps({"instance": instance}))
+    beats("w1", "w1-first")  # w1 still beats as the instance that made the delivery: its process died alone
+    killed_delivery(redis_url, "job", 4, "w1", suspect="d3", instance="w1-first")
+    beats("w2", "w2-second")  # w2 was killed as a whole and restarted under its name: another instance
+    killed_delivery(redis_url, "job", 4, "w2", suspect="d3", instance="w2-first")
+    killed_delivery(redis_url, "job", 4, "w3", suspect="d3", instance="w3-first")  # w3 beats no more
+    again = Deliveries("job", 4, "w4")
+    assert again.start() == (3, set())  # three deaths, one strike: d3 is tried again
+    again.end()
+    killed_delivery(redis_url, "job", 4, "w1", suspect="d3", instance="w1-first")
+    assert Deliveries("job", 4, "w4").start() == (4, {"d3"})  # a second death alone on d3: poison
 
 
 def test_an_early_exit_does_not_erase_the_record_of_another_delivery(cache, redis_url) -> None:
