@@ -24,6 +24,7 @@ WORKER_KEY = "fanyi:worker:{hostname}"  # a worker's heartbeat: its health and q
 UNLOADABLE_KEY = "fanyi:unloadable:{artifact}"  # hash: workers that cannot load this artifact -> since when
 CHUNK_KEY = "fanyi:chunk:{job}:{chunk}"  # hash: a chunk's deliveries (running, deaths, strikes:<doc>, ...)
 LEASE_KEY = "fanyi:delivery:{delivery}"  # present while that delivery's process is alive
+RESTORE_LOCK = "fanyi:restore"  # one watchdog per heartbeat puts back the chunks whose delivery died
 SCHEDULE_RUN_KEY = "fanyi:schedule:{name}:{date}"  # the job id a scheduled run submitted (kept 7 days)
 SCHEDULE_LAST_KEY = "fanyi:schedule:{name}:last"  # "<job id> <output>" of a schedule's latest run
 SCHEDULES_KEY = "fanyi:schedules"  # hash: schedule name -> its spec's path (what beat runs), for `jobs schedules`

@@ -43,6 +43,7 @@ from contract.cache import (
     BROKER_MARK_KEY,
     LEASE_KEY,
     REENQUEUE_LOCK,
+    RESTORE_LOCK,
     RUNNING_KEY,
     UNACKED_INDEX_KEY,
     UNACKED_KEY,
@@ -162,7 +163,9 @@ class Watchdog(threading.Thread):
 
     def restore_stale(self) -> None:
         """Put back each chunk delivered over three heartbeats ago whose delivery is not alive; then drop
-        the running records of deliveries that are not."""
+        the running records of deliveries that are not. One watchdog of the fleet per heartbeat."""
+        if not cache().set(RESTORE_LOCK, self.hostname, nx=True, px=max(1, int(900 * self.interval))):
+            return
         client, cutoff = broker(), time.time() - 3 * self.interval
         for tag in client.zrangebyscore(UNACKED_INDEX_KEY, 0, cutoff):
             try:
