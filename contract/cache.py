@@ -43,7 +43,9 @@ MEMORY_KEY = "fanyi:memory:{output}|{scope}"  # hash: a translation memory (scop
 def cache() -> Any:
     import redis
 
-    return redis.Redis.from_url(settings.CACHE_URL, socket_timeout=5, socket_connect_timeout=5)
+    return redis.Redis.from_url(
+        settings.CACHE_URL, socket_timeout=settings.REDIS_TIMEOUT, socket_connect_timeout=settings.REDIS_TIMEOUT
+    )
 
 
 @functools.cache
@@ -51,7 +53,9 @@ def broker() -> Any:
     """The broker's Redis, for what reads kombu's keys itself (the exporter, the watchdog)."""
     import redis
 
-    return redis.Redis.from_url(settings.BROKER_URL, socket_timeout=5, socket_connect_timeout=5)
+    return redis.Redis.from_url(
+        settings.BROKER_URL, socket_timeout=settings.REDIS_TIMEOUT, socket_connect_timeout=settings.REDIS_TIMEOUT
+    )
 
 
 def register(job_id: str, output: str, documents: int) -> None:

@@ -21,7 +21,6 @@ then leaves the registry with its series; a job the cache forgot is counted agai
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import logging
 import threading
@@ -37,20 +36,13 @@ from contract.cache import (
     SCHEDULE_SKIPPED_KEY,
     SCHEDULE_WAITING_KEY,
     SCHEDULES_KEY,
+    UNACKED_KEY,
     WORKER_KEY,
+    broker,
     cache,
 )
 
 log = logging.getLogger("fanyi.exporter")
-UNACKED_KEY = "unacked"  # kombu's Redis hash of delivered, unacknowledged messages: [message, exchange, queue]
-
-
-@functools.cache
-def broker() -> Any:
-    import redis
-
-    timeout = settings.REDIS_TIMEOUT
-    return redis.Redis.from_url(settings.BROKER_URL, socket_timeout=timeout, socket_connect_timeout=timeout)
 
 
 def queue_depths(client: Any) -> dict[str, list[int]]:
