@@ -235,6 +235,8 @@ class Watchdog(threading.Thread):
             with self.app.connection_for_write(settings.BROKER_URL) as connection:
                 for chunk in missing:
                     self.app.send_task(TRANSLATE_CHUNK, **job.chunk_message(output, chunk), connection=connection)
+        except FileNotFoundError:
+            return  # the job is gone: nothing to enqueue
         except Exception:
             broker().delete(lock)  # tried again at the next pass
             raise

@@ -118,10 +118,12 @@ def test_a_broker_that_lost_its_keys_gets_every_chunk_without_a_part_once(app, c
     for dog in (first, second):
         dog.saw(str(tmp_path), "job")
         dog.check_broker()  # the broker's mark, as it is
+    first.saw(str(tmp_path), "gone")  # a job whose prefix was deleted meanwhile
     assert queued(cache) == []
     cache.flushdb()  # FLUSHALL, or a restart without persistence
     for dog in (first, second):
         dog.check_broker()
     assert queued(cache) == [0, 2]  # once, by one of the two
+    assert first.lost == second.lost == set()  # the gone job is not tried again and again
     first.check_broker()
     assert queued(cache) == [0, 2]  # the same mark: nothing more
