@@ -66,11 +66,15 @@ class Job:
     def documents(self) -> int:
         return sum(self.chunks)
 
+    @property
+    def queue(self) -> str:
+        """The queue of the workers of the job's device."""
+        return settings.queue_for(self.spec.get("device", "cpu"))
+
     def chunk_message(self, output: str, chunk: int) -> dict[str, Any]:
         """What enqueues chunk ``chunk`` of this job under ``output``: ``app.send_task(TRANSLATE_CHUNK, **this)``."""
-        queue = settings.queue_for(self.spec.get("device", "cpu"))
         priority = int(self.spec.get("priority", settings.DEFAULT_PRIORITY))
-        return {"args": [output, self.id, chunk], "queue": queue, "priority": priority}
+        return {"args": [output, self.id, chunk], "queue": self.queue, "priority": priority}
 
     def key(self, name: str) -> str:
         return f"{check_job_id(self.id)}/{name}"

@@ -329,7 +329,7 @@ def _translator(job: Job, worker: str) -> Translator:
     own = own_translator()
     if own is not None and own.artifact.artifact_id == job.artifact_id:
         return own
-    path, queue = job.spec["artifact"], settings.queue_for(job.spec.get("device", "cpu"))
+    path, queue = job.spec["artifact"], job.queue
     try:
         translator = translator_for(path)
     except ArtifactError as err:
