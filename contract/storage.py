@@ -45,6 +45,36 @@ UMASK = _umask()
 READABLE = 0o666 & ~UMASK
 
 
+# S3 error codes that mean "this request, now": another try may succeed.
+TRANSIENT_CODES = {"SlowDown", "RequestTimeout", "RequestTimeTooSkewed", "InternalError", "ServiceUnavailable", "503"}
+
+
+def transient(err: BaseException) -> bool:
+    """Whether a storage error may clear by itself, so the call is worth trying again: S3 answered 5xx, 429 or
+    a code of ``TRANSIENT_CODES`` (not with 401/403: refused credentials stay refused), botocore could not get
+    an answer (connection refused or reset, timeouts, a response cut off: any ``BotoCoreError`` but missing
+    credentials), or the OS said ``ConnectionError``/``TimeoutError``. A missing key, a corrupt file, bad
+    JSON, refused credentials are not: trying again gives the same answer."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+
+    if isinstance(err, ClientError):
+        code, status = client_error_code(err)
+        if status in (401, 403):
+            return False
+        return code in TRANSIENT_CODES or status >= 500 or status == 429
+    if isinstance(err, NoCredentialsError | PartialCredentialsError):
+        return False
+    return isinstance(err, BotoCoreError | ConnectionError | TimeoutError)
+
+
+def client_error_code(err: BaseException) -> tuple[str, int]:
+    """A botocore ``ClientError``'s error code and HTTP status ("", 0 when it has none)."""
+    response = getattr(err, "response", {}) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    return code, status
+
+
 def check_key(key: str) -> str:
     if not key or _BAD_KEY.search(key) or "//" in key:
         raise StorageError(f"refusing storage key {key!r}: keys are relative paths without '.', '..' or '//'")

@@ -50,7 +50,7 @@ from contract.job import (
     read_job,
     write_job,
 )
-from contract.storage import Storage, StorageError, open_storage
+from contract.storage import Storage, StorageError, open_storage, transient
 from jobs.chunks import plan_chunks
 from jobs.inputs import collect
 from jobs.spec import JobSpec, SpecError, load_spec
@@ -355,14 +355,19 @@ def _registered(job_id: str) -> str | None:
 
 def status(job_id: str, output: str | None = None) -> JobStatus:
     """Where the job stands, from storage (the cache adds counts while it runs). Storage that does not
-    answer is ``Unreachable``; a job that is not there, ``FileNotFoundError``."""
+    answer (or answers 5xx, throttles, times out: ``contract.storage.transient``) is ``Unreachable``, which
+    ``wait`` waits out; a job that is not there, ``FileNotFoundError``; a job whose files cannot be read
+    (a corrupt part, a broken ``_SUCCESS``, refused credentials: asking again gives the same answer),
+    ``StorageError``."""
     storage, output = _storage(job_id, output)
     try:
         return _status(storage, job_id, output)
     except (FileNotFoundError, SpecError, StorageError):
         raise
-    except Exception as err:  # noqa: BLE001 - boto3 and OS errors of every kind, in one line
-        raise Unreachable(f"storage {output} cannot be reached ({explain(err)})") from None
+    except Exception as err:  # noqa: BLE001 - boto3, pyarrow, JSON and OS errors of every kind, in one line
+        if transient(err):
+            raise Unreachable(f"storage {output} cannot be reached ({explain(err)})") from None
+        raise StorageError(f"job {job_id} under {output} cannot be read ({explain(err)})") from None
 
 
 def _status(storage: Storage, job_id: str, output: str) -> JobStatus:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 from enum import Enum
 
+from contract.storage import client_error_code, transient
 from worker.artifact import ArtifactChanged, ArtifactError
 
 
@@ -47,13 +48,12 @@ _REFUSED = {
     "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
     "AllAccessDisabled", "NoSuchBucket", "AuthorizationHeaderMalformed", "403", "401",
 }  # fmt: skip
-_TRANSIENT_CODES = {"SlowDown", "RequestTimeout", "RequestTimeTooSkewed", "InternalError", "ServiceUnavailable", "503"}
 _DISK = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES}
 
 
 def classify(err: BaseException) -> Fault:
     """Whose fault ``err`` is (see the module's docstring)."""
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+    from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
     from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -63,21 +63,15 @@ def classify(err: BaseException) -> Fault:
         return Fault.TRANSIENT
     if isinstance(err, EnvironmentFault | ArtifactError | NoCredentialsError | PartialCredentialsError):
         return Fault.ENVIRONMENT
-    if isinstance(err, ClientError):
-        return _client_error(err)
-    if isinstance(err, BotoCoreError | RedisConnectionError | RedisTimeoutError | ConnectionError | TimeoutError):
+    if isinstance(err, ClientError) and _refused(err):
+        return Fault.ENVIRONMENT
+    if transient(err) or isinstance(err, RedisConnectionError | RedisTimeoutError):  # storage's rule: contract.storage
         return Fault.TRANSIENT
     if isinstance(err, OSError) and err.errno in _DISK:
         return Fault.ENVIRONMENT
     return Fault.CHUNK
 
 
-def _client_error(err: BaseException) -> Fault:
-    response = getattr(err, "response", {}) or {}
-    code = str(response.get("Error", {}).get("Code", ""))
-    status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-    if code in _REFUSED or status in (401, 403):
-        return Fault.ENVIRONMENT
-    if code in _TRANSIENT_CODES or status >= 500 or status == 429:
-        return Fault.TRANSIENT
-    return Fault.CHUNK
+def _refused(err: BaseException) -> bool:
+    code, status = client_error_code(err)
+    return code in _REFUSED or status in (401, 403)

@@ -76,3 +76,26 @@ def test_a_prefix_is_a_folder_never_the_first_letters_of_a_sibling(storage: Stor
     storage.create("job-10/_job.json", b"x")
     assert storage.list("job-1/parts") == ["job-1/parts/part-00000.parquet"]
     assert storage.list("job-1") == ["job-1/parts-old/part-00000.parquet", "job-1/parts/part-00000.parquet"]
+
+
+def test_only_errors_that_may_clear_by_themselves_are_transient() -> None:
+    import json
+
+    import pyarrow as pa
+    from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError, ReadTimeoutError
+
+    from contract.storage import transient
+
+    def s3(status: int, code: str) -> ClientError:
+        return ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject")
+
+    assert all(map(transient, [
+        s3(503, "SlowDown"), s3(500, "InternalError"), s3(429, "TooManyRequests"), s3(400, "RequestTimeout"),
+        EndpointConnectionError(endpoint_url="http://s3"), ReadTimeoutError(endpoint_url="http://s3"),
+        ConnectionRefusedError(111, "refused"), TimeoutError("slow"),
+    ]))  # fmt: skip
+    assert not any(map(transient, [
+        s3(403, "AccessDenied"), s3(403, "RequestTimeTooSkewed"), s3(404, "NoSuchKey"), NoCredentialsError(),
+        FileNotFoundError("gone"), pa.ArrowInvalid("not parquet"), json.JSONDecodeError("bad", "x", 0),
+        StorageError("bad key"),
+    ]))  # fmt: skip

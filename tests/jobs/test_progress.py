@@ -83,3 +83,43 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_a_job_whose_files_cannot_be_read_ends_wait_with_one_error_line_not_still_waiting(tmp_path, services) -> None:
+    import subprocess
+    import sys
+
+    from jobs import api
+    from tests.jobs.conftest import ROOT
+
+    output = str(tmp_path / "out")
+    storage = open_storage(output)
+    job = Job("corrupt-1", {"name": "corrupt"}, "marian-x", [10, 10])
+    write_job(storage, job)
+    storage.put(job.key("_ENQUEUED"), b"2\n")
+    storage.put(part_key(job.id, 1), b"garbage, not parquet")  # chunk 0 to come: the job runs
+
+    def corrupt(s: api.JobStatus) -> None:
+        storage.put(part_key(job.id, 0), b"garbage too")  # every part there: wait reads them, and cannot
+
+    started = time.monotonic()
+    try:
+        api.wait(job.id, output, poll=0.1, timeout=30, on_progress=corrupt)
+        raise AssertionError("a corrupt job was waited for as if it ran")
+    except api.StorageError as err:
+        assert f"job {job.id} under {output} cannot be read (ArrowInvalid: " in str(err)
+    assert time.monotonic() - started < 10
+
+    storage.delete(part_key(job.id, 0))  # the same through the CLI: it sees the job run, then its parts unreadable
+    command = [sys.executable, "-m", "jobs", "wait", job.id, "--output", output, "--timeout", "30"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **services["env"]}
+    with subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as cli:
+        assert cli.stderr is not None
+        first = cli.stderr.readline()
+        assert first.startswith("10/20 documents"), first  # seen running
+        storage.put(part_key(job.id, 0), b"garbage too")
+        out, err = cli.communicate(timeout=25)
+    lines = [first, *err.splitlines()]
+    errors = [line for line in lines if line.startswith("error:")]
+    assert cli.returncode == 1 and "still waiting" not in err and "Traceback" not in err, err
+    assert len(errors) == 1 and errors[0].startswith(f"error: job {job.id} under {output} cannot be read (ArrowInvalid")
