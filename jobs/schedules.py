@@ -32,7 +32,8 @@ overlap, a waiting night starts as soon as that run ends, and only the latest mi
   was still running"), ``fanyi_schedule_skipped_nights{schedule}`` counts them (the record is kept
   30 days after the latest), and beat logs each one.
 - A submission under way counts as a run still going (a per-schedule lock), so a night's run and a
-  catch-up never submit at once.
+  catch-up never submit at once. So does an earlier run whose state cannot be read (storage does not
+  answer, its files are unreadable): the night waits, and is looked at again every minute.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ class Waiting:
     since: float  # when it was found waiting
 
 
-def _run_night(spec_path: str, spec: JobSpec, date: str) -> str | None:
+def _run_night(spec_path: str, spec: JobSpec, date: str, tries: int = 3) -> str | None:
     redis = cache()
     redis.hset(SCHEDULES_KEY, spec.name, spec_path)
     run_key = SCHEDULE_RUN_KEY.format(name=spec.name, date=date)
@@ -158,7 +159,10 @@ def _run_night(spec_path: str, spec: JobSpec, date: str) -> str | None:
         return None
     lock, job_id = SCHEDULE_SUBMITTING_KEY.format(name=spec.name), f"{spec.name}-{date}"
     if not redis.set(lock, job_id, nx=True, ex=SUBMITTING_LIMIT):
-        _wait(redis, spec.name, date, (redis.get(lock) or b"a submission").decode())
+        holder = redis.get(lock)
+        if holder is None and tries > 1:  # that submission ended just now: look again, as if it never was
+            return _run_night(spec_path, spec, date, tries - 1)
+        _wait(redis, spec.name, date, holder.decode() if holder else "another-submission")
         return None
     try:
         blocker = _blocker(redis, spec.name)
@@ -205,14 +209,34 @@ def _blocker(redis: Any, name: str) -> str | None:
         return None if api.status(job_id, output).finished else job_id
     except FileNotFoundError:
         return None  # its output is gone: nothing to wait for
+    except Exception as err:  # noqa: BLE001 - storage down, its files unreadable: whether it ended is unknown
+        log.warning("schedule %s: cannot tell whether %s has ended (%s); the night waits and is tried again "
+                    "every minute", name, job_id, api.explain(err))  # fmt: skip
+        return job_id
 
 
 def _waiting(redis: Any, name: str) -> Waiting | None:
-    found = redis.get(SCHEDULE_WAITING_KEY.format(name=name))
+    """The schedule's waiting night; None when there is none, or when what Redis holds for it cannot be read
+    (it is then deleted, and said: a value no code can read would block the schedule for ever)."""
+    key = SCHEDULE_WAITING_KEY.format(name=name)
+    found = redis.get(key)
     if not found:
         return None
-    date, blocker, since = found.decode().split(" ")
-    return Waiting(date, blocker, float(since))
+    text = found.decode(errors="replace")
+    date, _, rest = text.partition(" ")
+    blocker, _, since = rest.rpartition(" ")  # "<date> <job id> <since>"; from both ends, so a space in between
+    try:
+        if not blocker:
+            raise ValueError("no blocking run")
+        return Waiting(f"{datetime.strptime(date, '%Y-%m-%d'):%Y-%m-%d}", blocker, float(since))
+    except ValueError:
+        log.error("schedule %s: the waiting night %r in Redis (%s) cannot be read; it is dropped, and the next "
+                  "night runs as usual", name, text, key)  # fmt: skip
+        redis.eval(_DELETE_IF, 1, key, found)  # unless a night was found waiting meanwhile
+        return None
+
+
+_DELETE_IF = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 
 
 def _wait(redis: Any, name: str, date: str, blocker: str) -> None:

@@ -182,3 +182,73 @@ def test_nights_blocked_by_a_stuck_run_wait_then_the_latest_runs_once_it_ends_an
     cache().set(SCHEDULE_SUBMITTING_KEY.format(name="nightly"), "nightly-2026-12-08")  # a submission under way ...
     assert run_schedule(path, now=night(9)) is None  # ... blocks the next night like a run still going
     assert "waiting: 2026-12-09 because nightly-2026-12-08 is still running" in schedules()[0].lines()[1]
+
+
+def test_a_submission_lock_freed_under_a_night_is_looked_at_again_and_an_unreadable_waiting_night_is_dropped(
+    tmp_path, services, demo_artifact, producer, monkeypatch, caplog
+):
+    from contract.cache import SCHEDULE_SUBMITTING_KEY, SCHEDULE_WAITING_KEY, cache
+    from jobs import schedules
+    from jobs.schedules import catch_up, run_schedule
+
+    path = str(spec(tmp_path / "nightly.json", inputs=[str(corpus(tmp_path / "in.jsonl", 5))],
+                    output=str(tmp_path / "out"), artifact=demo_artifact, schedule="0 2 * * *",
+                    name="nightly"))  # fmt: skip
+    redis, lock = cache(), SCHEDULE_SUBMITTING_KEY.format(name="nightly")
+
+    class FreedBeforeGet:
+        """The client beat uses, but the submission holding the lock ends between its SET NX and its GET."""
+
+        def __getattr__(self, name: str):
+            return getattr(redis, name)
+
+        def get(self, key: str):
+            if key == lock and redis.get(lock) == b"nightly-2026-12-04":
+                redis.delete(lock)
+            return redis.get(key)
+
+    redis.set(lock, "nightly-2026-12-04")  # a submission under way, about to end
+    monkeypatch.setattr(schedules, "cache", FreedBeforeGet)
+    assert run_schedule(path, now=datetime(2026, 12, 5, 2, 0, tzinfo=UTC)) == "nightly-2026-12-05"  # looked again
+    monkeypatch.undo()
+    waiting = SCHEDULE_WAITING_KEY.format(name="nightly")
+    assert not redis.exists(waiting) and catch_up(path) is None
+
+    for unreadable in ("2026-12-06 a submission", "garbage", "2026-12-06  1765000000.0", "x y 1765000000.0"):
+        redis.set(waiting, unreadable)  # what no code can read must not block the schedule for ever
+        with caplog.at_level("ERROR", logger="jobs.schedules"):
+            assert catch_up(path) is None
+        assert not redis.exists(waiting) and "cannot be read; it is dropped" in caplog.text
+        assert schedule_series("nightly") == {"fanyi_schedule_blocked": 0, "fanyi_schedule_skipped_nights": 0}
+    redis.set(waiting, "2026-12-06 a submission 1765000000.0")  # what the race stored before: read from both ends
+    (state,) = schedules.schedules()
+    assert state.waiting == schedules.Waiting("2026-12-06", "a submission", 1765000000.0)
+    shown = jobs_cli("schedules", env=services["env"], timeout=120)
+    assert shown.returncode == 0 and "waiting: 2026-12-06 because a submission is still running" in shown.stdout
+
+
+def test_a_night_whose_previous_run_cannot_be_read_waits_and_runs_once_storage_answers(
+    tmp_path, services, demo_artifact, producer, monkeypatch
+):
+    from jobs import api
+    from jobs.schedules import catch_up, run_schedule, schedules
+
+    out = tmp_path / "out"
+    path = str(spec(tmp_path / "nightly.json", inputs=[str(corpus(tmp_path / "in.jsonl", 5))], output=str(out),
+                    artifact=demo_artifact, schedule="0 2 * * *", name="nightly"))  # fmt: skip
+    first = run_schedule(path, now=datetime(2026, 12, 4, 2, 0, tzinfo=UTC))
+    assert first
+    api.cancel(first, str(out / "2026-12-04"))  # it ended: it blocks nothing ...
+    read = api._status
+
+    def storage_down(*args, **kwargs):
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(api, "_status", storage_down)  # ... but storage does not answer at the next night's time
+    assert run_schedule(path, now=datetime(2026, 12, 5, 2, 0, tzinfo=UTC)) is None
+    (state,) = schedules()
+    assert state.waiting and state.waiting.date == "2026-12-05" and state.waiting.blocker == first
+    assert catch_up(path) is None  # still down: the night still waits, looked at again every minute
+    monkeypatch.setattr(api, "_status", read)
+    assert catch_up(path) == "nightly-2026-12-05" and (out / "2026-12-05" / "nightly-2026-12-05").is_dir()
+    assert schedules()[0].waiting is None and schedules()[0].skipped == {}
