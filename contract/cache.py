@@ -21,6 +21,7 @@ JOBS_KEY = "fanyi:jobs"  # hash: job id -> output prefix, for the exporter and t
 JOB_PROGRESS_KEY = "fanyi:progress:{job}"  # hash: total, documents, errors, partial, flag:<name>, windows, ..., ended
 RUNNING_KEY = "fanyi:running"  # hash: "<output>|<job>|<chunk>" -> {"worker", "delivery", "since"} under way
 WORKER_KEY = "fanyi:worker:{hostname}"  # a worker's heartbeat: its health and queues, expiring after 3 heartbeats
+WORKERS_KEY = "fanyi:workers"  # set: the workers that beat, pruned of those whose heartbeat expired
 UNLOADABLE_KEY = "fanyi:unloadable:{artifact}"  # hash: workers that cannot load this artifact -> since when
 CHUNK_KEY = "fanyi:chunk:{job}:{chunk}"  # hash: a chunk's deliveries (running, deaths, strikes:<doc>, ...)
 LEASE_KEY = "fanyi:delivery:{delivery}"  # present while that delivery's process is alive
@@ -33,6 +34,8 @@ SCHEDULE_SKIPPED_KEY = "fanyi:schedule:{name}:skipped"  # hash: date -> the run 
 SCHEDULE_SUBMITTING_KEY = "fanyi:schedule:{name}:submitting"  # the job id beat is submitting for it now (a lock)
 # In the broker's Redis (``broker()``), beside kombu's own keys:
 BROKER_MARK_KEY = "fanyi:broker"  # set once; gone when the broker lost its keys (restart without disk, FLUSHALL)
+INSTANCE_KEY = "fanyi:instance:{hostname}"  # the worker instance now beating under that name, for 3 heartbeats
+HELD_KEY = "fanyi:held"  # hash: delivery tag -> {"worker", "instance"} that received that message
 REENQUEUE_LOCK = "fanyi:reenqueue:{job}:{mark}"  # one watchdog enqueues a job's lost chunks again
 UNACKED_KEY = "unacked"  # kombu's hash of delivered, unacknowledged messages: tag -> [message, exchange, queue]
 UNACKED_INDEX_KEY = "unacked_index"  # kombu's sorted set: tag -> when it was delivered

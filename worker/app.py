@@ -20,7 +20,7 @@ from kombu import Queue
 
 from contract import settings
 from contract.job import TRANSLATE_CHUNK
-from worker import messages, metrics
+from worker import fleet, messages, metrics
 
 log = logging.getLogger(__name__)
 settings.check()
@@ -97,10 +97,11 @@ WATCHDOG: list[Any] = []  # the main process's watchdog, from the worker's start
 
 @worker_init.connect
 def _start_watchdog(sender: Any = None, **_: object) -> None:
-    """In the main process, before it connects to the broker or forks its processes: the watchdog
-    (liveness beat, heartbeat, orphaned chunks, completion, health), so a worker that waits for Redis
-    or loads a model still beats."""
-    from worker import fleet, health
+    """In the main process, before it connects to the broker or forks its processes: this worker's
+    instance (``worker.fleet``) and its watchdog (liveness beat, heartbeat, chunks no live worker holds,
+    a broker that lost its keys, completion, health), so a worker that waits for Redis or loads a model
+    still beats."""
+    from worker import health
     from worker.watchdog import Watchdog
 
     fleet.start_instance()
@@ -138,10 +139,12 @@ def _own_engine_builds(queues: list[str]) -> bool:
 
 @task_received.connect
 def _watch_job(request: Any = None, **_: object) -> None:
-    """In the main process: the watchdog follows every job a chunk of which reaches this worker."""
+    """In the main process: this worker instance holds the chunk (``worker.fleet.hold``), and the watchdog
+    follows every job a chunk of which reaches this worker."""
     if WATCHDOG and request is not None and request.name == TRANSLATE_CHUNK:
         try:
             output, job_id, _chunk = messages.chunk_arguments(request.args, request.kwargs)
         except messages.InvalidChunk:
             return  # a rogue message names no job to follow (the task drops it)
+        fleet.hold(request.message.delivery_tag, WATCHDOG[0].hostname)
         WATCHDOG[0].saw(output, job_id)

@@ -130,8 +130,8 @@ class Deliveries:
             time.sleep(min(0.5, self.lease() / 6))
 
     def _keep_alive(self, redis: Any) -> None:
+        """Take the lease and keep it, from a thread: also when this first take fails (a Redis hiccup)."""
         key, lease = LEASE_KEY.format(delivery=self.me), self.lease()
-        redis.set(key, "1", px=math.ceil(lease * 1000))
         stopped = self._alive = threading.Event()
 
         def refresh() -> None:
@@ -142,6 +142,7 @@ class Deliveries:
                     log.warning("delivery lease not refreshed: %s", err)
 
         threading.Thread(target=refresh, name="fanyi-delivery-lease", daemon=True).start()
+        redis.set(key, "1", px=math.ceil(lease * 1000))
 
     def _stop(self) -> None:
         if self._alive is not None:

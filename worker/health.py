@@ -158,7 +158,10 @@ def passes(check: dict[str, str]) -> bool:
 
             Artifact.load(target)
         elif kind == "job_artifact":  # it loads, or no worker can: then it is the job's fault, not this one's
-            return _loads(target) or fleet.nobody_can_load(target, check.get("queue", ""))
+            if _loads(target):
+                fleet.can_load(target, check.get("worker", ""))
+                return True
+            return fleet.nobody_can_load(target, check.get("queue", ""))
         elif kind == "engine":  # in a process of its own: no ONNX Runtime or CUDA state in the worker's
             code = "from worker.tasks import own_translator; own_translator()"
             env = {**os.environ, "FANYI_ARTIFACT": target}

@@ -55,7 +55,7 @@ from vine import promise
 
 from contract.job import JOB_ID
 from contract.storage import StorageError, split_s3
-from worker import metrics
+from worker import fleet, metrics
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,13 @@ class Consumer(CeleryConsumer):
     sends them (``task_message_problem``): Celery turns only some malformed ones into
     ``on_invalid_task``, and the KeyError or ValueError of others stops the consumer (a reconnection
     that puts the message back, so for ever) or the worker."""
+
+    def connect(self) -> Any:
+        """Each connection to the broker, the first and every one after a lost one: the messages received
+        on an earlier one are no longer this worker's to acknowledge (``worker.fleet.connected``)."""
+        connection = super().connect()
+        fleet.connected(self.hostname)
+        return connection
 
     def create_task_handler(self, promise: Any = promise) -> Any:
         handle = super().create_task_handler(promise)

@@ -14,7 +14,8 @@ retries the chunk: no message is acknowledged without its part (``translate_chun
 
 Poison documents: a chunk is first translated in one engine call. After a delivery of it died
 (``worker.deliveries``), the next ones translate document by document, recording which document they
-are on; a document that was in progress in two deliveries that died is written as an error row. After
+are on; a document that was in progress in two deliveries that died alone (their worker still
+beating) is written as an error row. After
 ``FANYI_MAX_DEATHS`` deaths the remaining documents become error rows rather than loop forever.
 """
 
@@ -335,7 +336,7 @@ def _translator(job: Job, worker: str) -> Translator:
     except ArtifactError as err:
         if fleet.nobody_can_load(path, queue, worker):
             raise ChunkFault(f"no worker of {queue} can load its artifact: {err}") from None
-        check = {"kind": "job_artifact", "target": path, "queue": queue}
+        check = {"kind": "job_artifact", "target": path, "queue": queue, "worker": worker}
         raise EnvironmentFault(f"this worker cannot load the job's artifact: {err}", check) from None
     fleet.can_load(path, worker)
     if translator.artifact.artifact_id != job.artifact_id:

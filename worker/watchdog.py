@@ -6,17 +6,18 @@ and run once per heartbeat:
   restarted and one waiting for Redis is not;
 * **heartbeat**: ``fanyi:worker:<hostname>`` in the cache, expiring after three heartbeats, with
   this worker's health and the queues it serves (``worker.fleet``);
-* **stale deliveries**: a chunk delivered and not acknowledged whose delivery is not alive (its
-  lease, ``worker.deliveries``, lapsed: the process or the whole worker was killed, or restarted
-  under the same name, as a container restarted in its pod is) is put back in its queue, the very
-  message (kombu's ``restore_by_tag``), three heartbeats after it was delivered instead of after the
-  broker's visibility timeout (30 minutes by default). The liveness is the delivery's, never the
-  worker's name: a worker restarted as ``celery@<same host>`` beats like the one that died. A
-  message waiting for its retry's countdown is not stale until the countdown is over;
-* **a broker that lost its queues** (a restart without persistence, FLUSHALL): a mark this watchdog
-  reads every heartbeat (``fanyi:broker``, in the broker's Redis) is gone or another. Storage is the
-  system of record: every chunk of a job this worker knows (it took chunks of it, or the cache's
-  registry lists it) that has no part is enqueued again, by one watchdog per job;
+* **stale deliveries**: a chunk delivered three heartbeats ago and not acknowledged that no live
+  worker holds is put back in its queue, the very message (kombu's ``restore_by_tag``), instead of
+  after the broker's visibility timeout (30 minutes by default). Each worker records the messages it
+  receives with its *instance* (``worker.fleet``); a message is held while that instance beats, so a
+  worker killed as a whole, or restarted under the same name as a container restarted in its pod
+  is, holds nothing, while a live worker's messages stay (waiting for a free process, for a retry's
+  countdown, or running). A pool process that dies alone is Celery's to requeue;
+* **a broker that lost its queues** (restarted without persistence, or from an older snapshot,
+  FLUSHALL): a mark this watchdog reads every heartbeat (``fanyi:broker`` and the server's run id)
+  changed. Storage is the system of record: each job this worker knows (it took chunks of it, or the
+  cache's registry lists it as unfinished) gets every chunk that has no part and no message queued
+  or delivered enqueued again, by one watchdog per job;
 * **completion**: jobs this worker took chunks of are finalised from storage when all their parts
   exist, so a job ends even when the progress counters in the cache were lost or drifted; a job
   that ended, was cancelled or is gone is forgotten (a chunk of it arriving again brings it back);
@@ -35,12 +36,12 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from contract import settings
 from contract.cache import (
     BROKER_MARK_KEY,
+    HELD_KEY,
     LEASE_KEY,
     REENQUEUE_LOCK,
     RESTORE_LOCK,
@@ -56,7 +57,6 @@ from worker import fleet, health, metrics
 from worker.messages import InvalidChunk, chunk_arguments
 
 log = logging.getLogger(__name__)
-# KEYS[1] a hash, ARGV[1] a field, ARGV[2] the value read: deletes the field only if it still holds that value
 # What the duties import on first use, imported in the main thread before the watchdog starts: a pool
 # process forked (at start, or to replace one that died) while this thread is inside an import inherits
 # that module's import lock, held by a thread it does not have, and hangs at its first import of it.
@@ -64,6 +64,7 @@ PRELOAD = (
     "boto3", "boto3.s3.transfer", "botocore.config", "botocore.exceptions", "pyarrow", "pyarrow.parquet",
     "contract.job", "contract.storage", "worker.artifact", "worker.faults",
 )  # fmt: skip
+# KEYS[1] a hash, ARGV[1] a field, ARGV[2] the value read: deletes the field only if it still holds that value
 _DELETE_IF = """
 if redis.call('hget', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('hdel', KEYS[1], ARGV[1]) end
 return 0
@@ -95,28 +96,36 @@ def record_ended(output: str, job_id: str, chunk: int, record: str) -> None:
 
 
 @dataclass(frozen=True)
-class Delivered:
-    """A chunk message as kombu keeps it while unacknowledged: which chunk, and when it is due."""
-
-    field: str  # its running record's field (``chunk_field``)
+class Chunk:
+    output: str
     job_id: str
     number: int
-    eta: float  # when it may run: 0, or the end of its retry's countdown
 
 
-def chunk_of(raw: bytes) -> Delivered | None:
-    """The chunk of an ``unacked`` entry (``[message, exchange, routing key]``); None for anything else."""
+def chunk_of(raw: bytes, delivered: bool = False) -> Chunk | None:
+    """The chunk of a message as kombu keeps it, queued or (``delivered``) in ``unacked`` (``[message,
+    exchange, routing key]``); None for anything else."""
     try:
-        message = json.loads(raw)[0]
-        headers = message.get("headers") or {}
-        if headers.get("task") != TRANSLATE_CHUNK:
+        message = json.loads(raw)[0] if delivered else json.loads(raw)
+        if (message.get("headers") or {}).get("task") != TRANSLATE_CHUNK:
             return None
         args, kwargs, _ = json.loads(base64.b64decode(message["body"]))
-        output, job_id, number = chunk_arguments(args, kwargs)
-        eta = datetime.fromisoformat(headers["eta"]).timestamp() if headers.get("eta") else 0.0
+        return Chunk(*chunk_arguments(args, kwargs))
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, InvalidChunk):
         return None  # left to the broker's visibility timeout, then dropped by the task (worker.messages)
-    return Delivered(chunk_field(output, job_id, number), job_id, number, eta)
+
+
+def in_broker(client: Any) -> dict[tuple[str, str], set[int]]:
+    """Per ``(output, job id)``, the chunks that have a message in the broker, queued or delivered."""
+    found: dict[tuple[str, str], set[int]] = {}
+    lists = [(name, False) for queue in settings.QUEUES for name in settings.priority_lists(queue)]
+    entries = [(raw, False) for name, _ in lists for raw in client.lrange(name, 0, -1)]
+    entries += [(raw, True) for raw in client.hvals(UNACKED_KEY)]
+    for raw, delivered in entries:
+        chunk = chunk_of(raw, delivered)
+        if chunk is not None:
+            found.setdefault((chunk.output, chunk.job_id), set()).add(chunk.number)
+    return found
 
 
 class Watchdog(threading.Thread):
@@ -127,7 +136,7 @@ class Watchdog(threading.Thread):
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.started = time.time()
-        self.broker_mark: bytes | None = None  # the broker's mark as last read (``check_broker``)
+        self.broker_mark: str | None = None  # the broker's mark and run id as last read (``check_broker``)
         self.lost: set[tuple[str, str]] = set()  # jobs whose chunks the broker lost, not yet enqueued again
 
     def saw(self, output: str, job_id: str) -> None:
@@ -162,31 +171,35 @@ class Watchdog(threading.Thread):
         fleet.beat(self.hostname, self.queues, health.state(), self.interval)
 
     def restore_stale(self) -> None:
-        """Put back each chunk delivered over three heartbeats ago whose delivery is not alive; then drop
-        the running records of deliveries that are not. One watchdog of the fleet per heartbeat."""
+        """Put back each chunk delivered over three heartbeats ago that no live worker instance holds; then
+        forget what is acknowledged since, and the running records of deliveries that are not alive. One
+        watchdog of the fleet per heartbeat."""
         if not cache().set(RESTORE_LOCK, self.hostname, nx=True, px=max(1, int(900 * self.interval))):
             return
         client, cutoff = broker(), time.time() - 3 * self.interval
+        held = client.hgetall(HELD_KEY)
         for tag in client.zrangebyscore(UNACKED_INDEX_KEY, 0, cutoff):
-            try:
-                self._restore_if_stale(client, tag, cutoff)
-            except Exception as err:  # noqa: BLE001 - the next message is not held up by this one
-                log.warning("watchdog: unacknowledged message %r: %s", tag, err)
-        for name, raw in cache().hgetall(RUNNING_KEY).items():
+            if not fleet.held_alive(held.get(tag)):
+                try:
+                    self._restore(client, tag)
+                except Exception as err:  # noqa: BLE001 - the next message is not held up by this one
+                    log.warning("watchdog: unacknowledged message %r: %s", tag, err)
+        acknowledged = [tag for tag in held if not client.hexists(UNACKED_KEY, tag)]
+        if acknowledged:
+            client.hdel(HELD_KEY, *acknowledged)
+        for name, raw in cache().hgetall(RUNNING_KEY).items():  # what `jobs status` reads as running
             if not self._alive(raw, cutoff):
                 cache().eval(_DELETE_IF, 1, RUNNING_KEY, name, raw)
 
-    def _restore_if_stale(self, client: Any, tag: bytes, cutoff: float) -> None:
+    def _restore(self, client: Any, tag: bytes) -> None:
         raw = client.hget(UNACKED_KEY, tag)
-        chunk = chunk_of(raw) if raw else None
-        if chunk is None or chunk.eta > cutoff:
-            return  # acknowledged meanwhile, not a chunk, or waiting for its retry's countdown
-        if self._alive(cache().hget(RUNNING_KEY, chunk.field), cutoff):
-            return
+        chunk = chunk_of(raw, delivered=True) if raw else None
+        if chunk is None:
+            return  # acknowledged meanwhile, or not a chunk (left to the visibility timeout)
         with self.app.connection_for_write(settings.BROKER_URL) as connection:
             connection.default_channel.qos.restore_by_tag(tag)  # once: a transaction on the unacked hash
         metrics.CHUNKS_REQUEUED.labels(reason="delivery_died").inc()
-        log.warning("chunk %s of job %s: its delivery died; put back in its queue", chunk.number, chunk.job_id)
+        log.warning("chunk %s of job %s: no live worker holds it; put back in its queue", chunk.number, chunk.job_id)
 
     @staticmethod
     def _alive(raw: bytes | None, cutoff: float) -> bool:
@@ -204,26 +217,30 @@ class Watchdog(threading.Thread):
         cannot be done now is tried again at the next pass."""
         client = broker()
         client.set(BROKER_MARK_KEY, f"{time.time()} {self.hostname}", nx=True)
-        mark = client.get(BROKER_MARK_KEY) or b""
-        seen, self.broker_mark = self.broker_mark, mark
-        if seen is not None and mark != seen:
-            log.warning("watchdog: the broker lost its keys (restarted without persistence, or flushed)")
+        mark = f"{(client.get(BROKER_MARK_KEY) or b'').decode()} {client.info('server').get('run_id', '')}"
+        if self.broker_mark is not None and mark != self.broker_mark:
+            log.warning("watchdog: the broker restarted or lost its keys: enqueueing again what it lost")
             with self.lock:
-                self.lost = set(self.jobs) | unfinished_jobs()
+                known = set(self.jobs)
+            self.lost |= known | unfinished_jobs()  # before the mark is taken: a failure here is retried
+        self.broker_mark = mark
+        if not self.lost:
+            return
+        present = in_broker(client)
         for output, job_id in sorted(self.lost):
             try:
-                self._reenqueue(output, job_id, mark)
+                self._reenqueue(output, job_id, mark, present.get((output, job_id), set()))
             except Exception as err:  # noqa: BLE001 - the other jobs are not held up by this one
                 log.warning("watchdog: job %s under %s not enqueued again yet: %s", job_id, output, err)
             else:
                 self.lost.discard((output, job_id))
 
-    def _reenqueue(self, output: str, job_id: str, mark: bytes) -> None:
-        """Enqueue again each chunk of a running job that has no part, once per lost broker."""
+    def _reenqueue(self, output: str, job_id: str, mark: str, present: set[int]) -> None:
+        """Enqueue again each chunk of a running job that has no part and no message, once per mark."""
         from contract.job import done_chunks, read_job
         from contract.storage import open_storage
 
-        lock = REENQUEUE_LOCK.format(job=job_id, mark=mark.decode())
+        lock = REENQUEUE_LOCK.format(job=job_id, mark=mark)
         if not broker().set(lock, self.hostname, nx=True, ex=86400):
             return  # another watchdog does it
         try:
@@ -231,7 +248,7 @@ class Watchdog(threading.Thread):
             job = read_job(storage, job_id)
             if storage.exists(job.key("_SUCCESS")) or storage.exists(job.key("_CANCELLED")):
                 return
-            missing = sorted(set(range(len(job.chunks))) - done_chunks(storage, job))
+            missing = sorted(set(range(len(job.chunks))) - done_chunks(storage, job) - present)
             with self.app.connection_for_write(settings.BROKER_URL) as connection:
                 for chunk in missing:
                     self.app.send_task(TRANSLATE_CHUNK, **job.chunk_message(output, chunk), connection=connection)
@@ -242,7 +259,7 @@ class Watchdog(threading.Thread):
             raise
         metrics.CHUNKS_REQUEUED.labels(reason="broker_lost").inc(len(missing))
         self.saw(output, job_id)
-        log.warning("job %s: %s chunks without a part enqueued again after the broker lost them", job_id, len(missing))
+        log.warning("job %s: %s chunks without a part or a message enqueued again", job_id, len(missing))
 
     def finalize_jobs(self) -> None:
         """Jobs whose chunks passed through here, checked against storage once a minute until they end."""

@@ -67,11 +67,14 @@ def cache(redis_url, monkeypatch):
     from contract import cache, settings
 
     monkeypatch.setattr(settings, "CACHE_URL", redis_url)
+    monkeypatch.setattr(settings, "BROKER_URL", redis_url)
     monkeypatch.setattr(settings, "HEARTBEAT", HEARTBEAT)
     cache.cache.cache_clear()
+    cache.broker.cache_clear()
     redis.Redis.from_url(redis_url).flushdb()
     yield
     cache.cache.cache_clear()
+    cache.broker.cache_clear()
 
 
 def test_deliveries_that_end_are_not_deaths(cache) -> None:
@@ -94,7 +97,8 @@ def killed_delivery(
         f"d = Deliveries({job!r}, {chunk}, {hostname!r})\n"
         "d.start()\n" + (f"d.suspect({suspect!r})\n" if suspect else "") + "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
-    env = {**os.environ, "FANYI_CACHE_URL": redis_url, "FANYI_HEARTBEAT": str(HEARTBEAT), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "FANYI_CACHE_URL": redis_url, "FANYI_BROKER_URL": redis_url, "FANYI_HEARTBEAT": str(HEARTBEAT)}
+    env["PYTHONPATH"] = str(ROOT)
     result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]
 
@@ -113,7 +117,7 @@ def test_a_document_is_struck_only_when_its_delivery_died_and_its_worker_did_not
     import redis
 
     client = redis.Redis.from_url(redis_url)
-    beats = lambda hostname, instance: client.set(f"fanyi:worker:{hostname}", json.dumps({"instance": instance}))
+    beats = lambda hostname, instance: client.set(f"fanyi:instance:{hostname}", instance)
     beats("w1", "w1-first")  # w1 still beats as the instance that made the delivery: its process died alone
     killed_delivery(redis_url, "job", 4, "w1", suspect="d3", instance="w1-first")
     beats("w2", "w2-second")  # w2 was killed as a whole and restarted under its name: another instance

@@ -93,20 +93,28 @@ def queued(client: redis.Redis) -> list[int]:
     return sorted(json.loads(base64.b64decode(m["body"]))[0][2] for m in messages)
 
 
-def test_a_chunk_whose_delivery_died_is_put_back_and_no_other_is(app, cache) -> None:
-    tags = {chunk: delivered(app, "job", chunk) for chunk in (0, 1)}
+def test_a_chunk_no_live_worker_holds_is_put_back_and_no_other_is(app, cache) -> None:
+    tags = {chunk: delivered(app, "job", chunk) for chunk in (0, 1, 3, 4)}
     tags[2] = delivered(app, "job", 2, countdown=3600)  # a retry waiting for its countdown
     cache.hset("unacked", b"garbage", b"{not json")
     for tag in [*tags.values(), b"garbage"]:
         cache.zadd("unacked_index", {tag: time.time() - 100})  # delivered long ago
-    record_running("/out", "job", 1, "other@host", "delivery-1")  # chunk 1's delivery holds its lease: alive
+    cache.set("fanyi:instance:live@host", "i-1/2")  # instance i-1, on its second connection to the broker
+    cache.set("fanyi:instance:restarted@host", "i-3/1")  # restarted under its name: another instance beats
+    held = {1: ("live@host", "i-1/2"), 2: ("live@host", "i-1/2"), 3: ("restarted@host", "i-2/1"),
+            4: ("live@host", "i-1/1")}  # 0: nobody's; 4: received before the live worker reconnected  # fmt: skip
+    for chunk, (worker, holder) in held.items():
+        cache.hset("fanyi:held", tags[chunk], json.dumps({"worker": worker, "holder": holder}))
+    cache.hset("fanyi:held", b"acknowledged-since", json.dumps({"worker": "live@host", "holder": "i-1/2"}))
+    record_running("/out", "job", 1, "live@host", "delivery-1")
     cache.set(LEASE_KEY.format(delivery="delivery-1"), "1")
-    dead = {"worker": "dead@host", "delivery": "delivery-3", "since": time.time() - 100}
-    cache.hset(RUNNING_KEY, chunk_field("/out", "job", 3), json.dumps(dead))  # a delivery long gone
+    dead = {"worker": "gone@host", "delivery": "delivery-5", "since": time.time() - 100}
+    cache.hset(RUNNING_KEY, chunk_field("/out", "job", 5), json.dumps(dead))  # a delivery long gone
     cache.hset(RUNNING_KEY, "not a record", b"{not json")
     watchdog(app).restore_stale()
-    assert queued(cache) == [0]
+    assert queued(cache) == [0, 3, 4]
     assert set(cache.hkeys("unacked")) == {tags[1], tags[2], b"garbage"}
+    assert b"acknowledged-since" not in cache.hkeys("fanyi:held")
     assert cache.hkeys(RUNNING_KEY) == [chunk_field("/out", "job", 1).encode()]  # the live one's record stays
 
 
@@ -127,3 +135,7 @@ def test_a_broker_that_lost_its_keys_gets_every_chunk_without_a_part_once(app, c
     assert first.lost == second.lost == set()  # the gone job is not tried again and again
     first.check_broker()
     assert queued(cache) == [0, 2]  # the same mark: nothing more
+    first.broker_mark = "a mark from before a restart that kept its queues (an append-only file)"
+    cache.delete(*cache.keys("fanyi:reenqueue:*"))  # so that this watchdog looks at what is queued itself
+    first.check_broker()
+    assert queued(cache) == [0, 2]  # what is queued is not enqueued twice
