@@ -18,9 +18,12 @@ and run once per heartbeat:
   changed. Storage is the system of record: each job this worker knows (it took chunks of it, or the
   cache's registry lists it as unfinished) gets every chunk that has no part and no message queued
   or delivered enqueued again, by one watchdog per job;
-* **completion**: jobs this worker took chunks of are finalised from storage when all their parts
-  exist, so a job ends even when the progress counters in the cache were lost or drifted; a job
-  that ended, was cancelled or is gone is forgotten (a chunk of it arriving again brings it back);
+* **completion**: jobs this worker took chunks of (and, every five minutes, the unfinished ones the
+  cache's registry lists) are finalised from storage when all their parts exist, so a job ends even
+  when the progress counters in the cache were lost or drifted; a job that wrote no part for a minute
+  gets its chunks that have neither a part nor a message enqueued again (kombu loses a message whose
+  worker is killed between taking it off the queue and recording it as delivered); a job that
+  ended, was cancelled or is gone is forgotten (a chunk of it arriving again brings it back);
 * **health**: an unhealthy worker reruns the checks that show its faults fixed, and consumes again
   once every one passes (``worker.health``).
 
@@ -57,6 +60,7 @@ from worker import fleet, health, metrics
 from worker.messages import InvalidChunk, chunk_arguments
 
 log = logging.getLogger(__name__)
+ADOPT_EVERY = 300.0  # seconds between a watchdog's looks at the registry's unfinished jobs
 # What the duties import on first use, imported in the main thread before the watchdog starts: a pool
 # process forked (at start, or to replace one that died) while this thread is inside an import inherits
 # that module's import lock, held by a thread it does not have, and hangs at its first import of it.
@@ -132,7 +136,8 @@ class Watchdog(threading.Thread):
     def __init__(self, app: Any, hostname: str, queues: list[str], interval: float = settings.HEARTBEAT):
         super().__init__(name="fanyi-watchdog", daemon=True)
         self.app, self.hostname, self.queues, self.interval = app, hostname, queues, interval
-        self.jobs: dict[tuple[str, str], float] = {}  # (output, job id) -> when it was last checked
+        self.jobs: dict[tuple[str, str], tuple[float, int]] = {}  # (output, job id) -> last checked, chunks done
+        self.adopted = 0.0  # when this watchdog last took on the unfinished jobs the cache's registry lists
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.started = time.time()
@@ -142,7 +147,7 @@ class Watchdog(threading.Thread):
     def saw(self, output: str, job_id: str) -> None:
         """A chunk of this job reached this worker: watch the job until it ends."""
         with self.lock:
-            self.jobs.setdefault((output, job_id), 0.0)
+            self.jobs.setdefault((output, job_id), (0.0, -1))
 
     def start(self) -> None:
         for name in PRELOAD:
@@ -229,19 +234,20 @@ class Watchdog(threading.Thread):
         present = in_broker(client)
         for output, job_id in sorted(self.lost):
             try:
-                self._reenqueue(output, job_id, mark, present.get((output, job_id), set()))
+                lock = REENQUEUE_LOCK.format(job=job_id, mark=mark)
+                self._reenqueue(output, job_id, (lock, 86400), present.get((output, job_id), set()), "broker_lost")
             except Exception as err:  # noqa: BLE001 - the other jobs are not held up by this one
                 log.warning("watchdog: job %s under %s not enqueued again yet: %s", job_id, output, err)
             else:
                 self.lost.discard((output, job_id))
 
-    def _reenqueue(self, output: str, job_id: str, mark: str, present: set[int]) -> None:
-        """Enqueue again each chunk of a running job that has no part and no message, once per mark."""
+    def _reenqueue(self, output: str, job_id: str, lock: tuple[str, int], present: set[int], reason: str) -> None:
+        """Enqueue again each chunk of a running job that has no part and no message, by the one watchdog that
+        takes ``lock`` (a key, and seconds it is held)."""
         from contract.job import done_chunks, read_job
         from contract.storage import open_storage
 
-        lock = REENQUEUE_LOCK.format(job=job_id, mark=mark)
-        if not broker().set(lock, self.hostname, nx=True, ex=86400):
+        if not broker().set(lock[0], self.hostname, nx=True, ex=lock[1]):
             return  # another watchdog does it
         try:
             storage = open_storage(output)
@@ -255,41 +261,61 @@ class Watchdog(threading.Thread):
         except FileNotFoundError:
             return  # the job is gone: nothing to enqueue
         except Exception:
-            broker().delete(lock)  # tried again at the next pass
+            broker().delete(lock[0])  # tried again at the next pass
             raise
-        metrics.CHUNKS_REQUEUED.labels(reason="broker_lost").inc(len(missing))
+        metrics.CHUNKS_REQUEUED.labels(reason=reason).inc(len(missing))
         self.saw(output, job_id)
         log.warning("job %s: %s chunks without a part or a message enqueued again", job_id, len(missing))
 
     def finalize_jobs(self) -> None:
-        """Jobs whose chunks passed through here, checked against storage once a minute until they end."""
+        """Jobs whose chunks passed through here (and, every few minutes, the unfinished ones the cache's
+        registry lists), checked against storage once a minute until they end. A job that wrote no part
+        since the last check gets its chunks that have neither a part nor a message enqueued again: kombu
+        loses a message whose worker is killed between taking it off the queue and recording it as
+        delivered, and nothing else would ever bring it back."""
         now = time.time()
-        with self.lock:
-            due = [key for key, checked in self.jobs.items() if now - checked >= max(60.0, self.interval)]
-        for output, job_id in due:
+        if now - self.adopted >= ADOPT_EVERY:
+            self.adopted = now
             try:
-                done = self._finalize(output, job_id)
+                for key in unfinished_jobs():
+                    self.saw(*key)
+            except Exception as err:  # noqa: BLE001 - a cache: the jobs this worker saw are still watched
+                log.warning("watchdog: cannot read the registry of jobs: %s", err)
+        with self.lock:
+            due = {key: done for key, (checked, done) in self.jobs.items() if now - checked >= max(60.0, self.interval)}
+        present: dict[tuple[str, str], set[int]] | None = None
+        for (output, job_id), before in due.items():
+            try:
+                done = self._progress(output, job_id)
+                if done is not None and done == before:
+                    present = in_broker(broker()) if present is None else present
+                    lock = (REENQUEUE_LOCK.format(job=job_id, mark="stalled"), 60)
+                    self._reenqueue(output, job_id, lock, present.get((output, job_id), set()), "lost")
             except Exception as err:  # noqa: BLE001 - checked again next time; the others are not held up
                 log.warning("watchdog: job %s under %s: %s", job_id, output, err)
-                done = False
+                done = before
             with self.lock:
-                if done:
+                if done is None:
                     self.jobs.pop((output, job_id), None)
                 elif (output, job_id) in self.jobs:
-                    self.jobs[(output, job_id)] = now
+                    self.jobs[(output, job_id)] = (now, done)
 
     @staticmethod
-    def _finalize(output: str, job_id: str) -> bool:
-        """Whether the job needs no more watching: it ended, is cancelled or is gone."""
-        from contract.job import finalize, read_job
+    def _progress(output: str, job_id: str) -> int | None:
+        """The chunks the job has done, or None when it needs no more watching: it ended (now, maybe), is
+        cancelled or is gone."""
+        from contract.job import done_chunks, finalize, read_job
         from contract.storage import open_storage
 
         storage = open_storage(output)
         try:
             job = read_job(storage, job_id)
         except FileNotFoundError:
-            return True
-        return finalize(storage, job) is not None or storage.exists(job.key("_CANCELLED"))
+            return None
+        if storage.exists(job.key("_SUCCESS")) or storage.exists(job.key("_CANCELLED")):
+            return None
+        done = len(done_chunks(storage, job))
+        return None if done == len(job.chunks) and finalize(storage, job) is not None else done
 
     def recover(self) -> None:
         fixed = health.fixed()

@@ -33,7 +33,9 @@ def cache(redis_url, monkeypatch):
 
 def watchdog(app=None) -> Watchdog:
     app = app or SimpleNamespace(control=SimpleNamespace(add_consumer=lambda *_, **__: None))
-    return Watchdog(app, "me@host", ["translate.cpu"], interval=0.2)
+    dog = Watchdog(app, "me@host", ["translate.cpu"], interval=0.2)
+    dog.adopted = time.time()  # the cache's registry of jobs is read only where a test asks for it
+    return dog
 
 
 def job(storage: LocalStorage, job_id: str, chunks: int = 2) -> Job:
@@ -139,3 +141,22 @@ def test_a_broker_that_lost_its_keys_gets_every_chunk_without_a_part_once(app, c
     cache.delete(*cache.keys("fanyi:reenqueue:*"))  # so that this watchdog looks at what is queued itself
     first.check_broker()
     assert queued(cache) == [0, 2]  # what is queued is not enqueued twice
+
+
+def test_a_job_that_stalls_gets_the_chunks_that_have_neither_a_part_nor_a_message(app, cache, tmp_path) -> None:
+    storage = LocalStorage(tmp_path)
+    made = job(storage, "job", chunks=3)
+    write_failed_chunk(storage, made, 1, "its input is gone")  # chunk 1 has its part
+    from contract import settings
+
+    with app.connection_for_write(settings.BROKER_URL) as connection:  # chunk 0 waits in the queue
+        app.send_task(TRANSLATE_CHUNK, **made.chunk_message(str(tmp_path), 0), connection=connection)
+    dog = watchdog(app)  # chunk 2's message was lost: taken off the queue by a worker killed at once
+    dog.adopted = 0.0  # and no chunk of the job reached this worker: it learns of it from the registry
+    cache.hset("fanyi:jobs", "job", str(tmp_path))
+    cache.hset("fanyi:progress:job", mapping={"total": 3, "documents": 1})
+    dog.finalize_jobs()
+    assert queued(cache) == [0]  # a first look: progress so far
+    dog.jobs[(str(tmp_path), "job")] = (0.0, 1)  # a minute later, still one part
+    dog.finalize_jobs()
+    assert queued(cache) == [0, 2]
