@@ -38,8 +38,8 @@ def test_a_job_that_stopped_advancing_shows_no_eta_but_how_long_it_has_not(tmp_p
     advancing = running_job(str(tmp_path / "out2"), submitted_ago=400, parts_written_ago=[300, 5])
     going = api.status(advancing, str(tmp_path / "out2"))
     assert going.stalled_for is None and going.eta is not None and "ETA " in api.progress_line(going)
-    slow = running_job(str(tmp_path / "out3"), submitted_ago=1000, parts_written_ago=[800, 600])
-    assert api.status(slow, str(tmp_path / "out3")).stalled_for is None  # 10 min idle, 3x its 5 min a chunk
+    slow = running_job(str(tmp_path / "out3"), submitted_ago=1000, parts_written_ago=[700, 400])
+    assert api.status(slow, str(tmp_path / "out3")).stalled_for is None  # 400 s idle: under 3x its 300 s a chunk
 
 
 def test_storage_that_stops_answering_is_said_on_the_status_line_and_waited_out(services, monkeypatch) -> None:
