@@ -122,7 +122,10 @@ class JobSpec:
             jsonschema.validate(raw, SCHEMA)
         except jsonschema.ValidationError as err:
             where = "/".join(str(p) for p in err.absolute_path) or "top level"
-            raise SpecError(f"{source}: {where}: {err.message}") from None
+            message = err.message
+            if err.instance is None and err.absolute_path:  # `key:` or `key: null` in YAML
+                message = f"empty (null); {message.removeprefix('None ')}: give a value, or leave the key out"
+            raise SpecError(f"{source}: {where}: {message}") from None
         return cls(**raw)
 
 
@@ -144,9 +147,27 @@ def load_spec(path: str | Path) -> JobSpec:
 
 
 def _yaml(text: str) -> Any:
+    """YAML as its 1.2 core schema reads booleans: only ``true`` and ``false``. YAML 1.1 (PyYAML's default)
+    turns ``off``, ``on``, ``yes``, ``no``, ``y`` and ``n`` into booleans, so ``memory: off`` or
+    ``target_language: no`` (Norwegian) would arrive as ``False``: here they stay the words written."""
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_spec_loader())  # a SafeLoader with one resolver changed
     except yaml.YAMLError as err:
         raise ValueError(str(err)) from None
+
+
+def _spec_loader() -> type:
+    import yaml
+
+    bool_tag = "tag:yaml.org,2002:bool"
+
+    class SpecLoader(yaml.SafeLoader):
+        yaml_implicit_resolvers = {
+            first: [(tag, regexp) for tag, regexp in resolvers if tag != bool_tag]
+            for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+        }
+
+    SpecLoader.add_implicit_resolver(bool_tag, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+    return SpecLoader
