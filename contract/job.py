@@ -1,8 +1,8 @@
 """A job in storage: its manifest, chunk inputs, result parts and markers. Storage is the system of record.
 
     <output>/<job id>/_job.json                     the manifest: spec, artifact id, chunk sizes
-    <output>/<job id>/_inputs/chunk-00017.parquet   the documents of chunk 17 (id, text, error)
-    <output>/<job id>/_inputs/ids.parquet           every document's id and chunk (for a chunk lost later)
+    <output>/<job id>/_inputs/chunk-00017.pq        the documents of chunk 17 (id, text, error), in Parquet
+    <output>/<job id>/_inputs/ids.pq                every document's id and chunk (for a chunk lost later)
     <output>/<job id>/_ENQUEUED                     every chunk was enqueued once: the job is running
     <output>/<job id>/parts/part-00017.parquet      their results, one row per document, written once
     <output>/<job id>/_failures/chunk-00017.json    why chunk 17 could not be done (its part holds error rows)
@@ -11,8 +11,11 @@
     <output>/<job id>/parts/compacted-00000.parquet after ``jobs compact``: the parts, merged in chunk order
     <output>/<job id>/_COMPACTED                    which chunks each compacted file holds
 
-Everything but the parts starts with ``_``, which dataset readers skip (pyarrow, Spark, polars and
-duckdb globs over ``parts/``): ``pyarrow.dataset.dataset("<output>/<job id>")`` reads the results only.
+Everything but the parts starts with ``_``, which pyarrow, pandas and Spark skip when they read a folder,
+and the job's own Parquet files end in ``.pq``, so a ``*.parquet`` glob (duckdb, polars) of the job's
+folder matches the results only: ``<output>/<job id>``, ``<output>/<job id>/**/*.parquet`` and
+``<output>/*/parts/*.parquet`` each read as one table. Jobs submitted before ``.pq`` kept their inputs
+in ``.parquet`` files; workers still read those (``read_own``).
 
 A job's state comes from these alone: ``submitting`` (no ``_ENQUEUED`` yet: enqueueing broke off,
 ``jobs resume`` completes it), ``running``, ``cancelled``, and at the end (``_SUCCESS``)
@@ -81,7 +84,16 @@ class Job:
 
 
 def input_key(job_id: str, chunk: int) -> str:
-    return f"{check_job_id(job_id)}/_inputs/chunk-{chunk:05d}.parquet"
+    return f"{check_job_id(job_id)}/_inputs/chunk-{chunk:05d}.pq"
+
+
+def read_own(storage: Storage, key: str) -> bytes:
+    """One of a job's own Parquet files (``input_key``, ``ids_key``), or its ``.parquet`` name in a job
+    submitted before they ended in ``.pq``."""
+    try:
+        return storage.read(key)
+    except FileNotFoundError:
+        return storage.read(key.removesuffix(".pq") + ".parquet")
 
 
 def part_key(job_id: str, chunk: int) -> str:
@@ -93,7 +105,7 @@ def failure_key(job_id: str, chunk: int) -> str:
 
 
 def ids_key(job_id: str) -> str:
-    return f"{check_job_id(job_id)}/_inputs/ids.parquet"
+    return f"{check_job_id(job_id)}/_inputs/ids.pq"
 
 
 TERMINAL = ("succeeded", "completed_with_errors", "failed", "cancelled")
@@ -142,7 +154,7 @@ def encode_ids(chunks: Sequence[Sequence[Document]]) -> bytes:
 def chunk_ids(storage: Storage, job: Job, chunk: int) -> list[str]:
     """The ids of a chunk's documents, from the job's id list; positions when even that is gone."""
     try:
-        table = read_parquet(storage.read(ids_key(job.id)))
+        table = read_parquet(read_own(storage, ids_key(job.id)))
         return [i for c, i in zip(table.column("chunk").to_pylist(), table.column("id").to_pylist()) if c == chunk]
     except Exception:  # noqa: BLE001 - the ids are a convenience for error rows; positions still count them
         return [f"{job.id}/chunk-{chunk:05d}/document-{k}" for k in range(job.chunks[chunk])]

@@ -42,9 +42,10 @@ from contract.job import (
     input_key,
     part_key,
     read_job,
+    read_own,
     write_failed_chunk,
 )
-from contract.storage import open_storage
+from contract.storage import Storage, open_storage
 from worker import fleet, health, metrics
 from worker.app import app
 from worker.artifact import ArtifactChanged, ArtifactError
@@ -233,7 +234,7 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
         return "exists"
     if storage.exists(job.key("_CANCELLED")):
         return "cancelled"
-    documents = _documents(storage.read, job_id, chunk)
+    documents = _documents(storage, job_id, chunk)
     memory = job_memory(output, job_id, job.spec)
     rows = translate_rows(job, documents, deliveries, memory)
     if not storage.create(key, encode_rows(rows)):
@@ -243,10 +244,10 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
     return "written"
 
 
-def _documents(read: Any, job_id: str, chunk: int) -> list[Document]:
+def _documents(storage: Storage, job_id: str, chunk: int) -> list[Document]:
     """The chunk's input; a missing or unreadable one is the chunk's own fault."""
     try:
-        data = read(input_key(job_id, chunk))
+        data = read_own(storage, input_key(job_id, chunk))
     except FileNotFoundError as err:
         raise ChunkFault(f"its input is gone ({err})") from None
     try:

