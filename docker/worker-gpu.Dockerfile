@@ -31,6 +31,7 @@ WORKDIR /home/fanyi
 ENV FANYI_DEVICE=cuda \
     FANYI_THREADS=1 \
     FANYI_CONCURRENCY=1 \
+    PROMETHEUS_MULTIPROC_DIR=/tmp/prometheus \
     PYTHONUNBUFFERED=1
 # Healthy unless the worker recorded an environment fault in FANYI_HEALTH_FILE (worker/health.py).
 HEALTHCHECK --interval=30s --timeout=10s --start-period=2m --retries=3 CMD ["python", "-m", "worker.health"]

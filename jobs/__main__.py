@@ -133,10 +133,12 @@ def main(argv: list[str] | None = None) -> None:
 
         return demo(argv[1:])
     args = parser().parse_args(argv)
+    from contract import settings
+
+    settings.exit_if_invalid()  # a bad FANYI_* variable: one line, exit 2
     from kombu.exceptions import OperationalError
     from redis.exceptions import RedisError
 
-    from contract import settings
     from contract.storage import StorageError
     from jobs.api import SubmitError, Unreachable, explain, redis_trouble
     from jobs.spec import SpecError

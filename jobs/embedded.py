@@ -116,6 +116,8 @@ class Worker:
         self.name = self.name or f"local-{os.getpid()}-{free_port()}@{socket.gethostname()}"
         args += ["-n", self.name]
         env = {**os.environ, "PYTHONPATH": str(ROOT), "FANYI_HEALTH_FILE": str(self.health_file), **self.env}
+        if env.get("FANYI_METRICS_PORT", "0") != "0":  # set before the process starts, as the images do
+            env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(self.log.with_suffix(".metrics")))
         ready = self._readies()
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=log, stderr=log, start_new_session=True)

@@ -13,8 +13,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = ROOT / "contract" / "settings.py"
 README = ROOT / "README.md"
 BLOCK = re.compile(r"(<!-- settings -->\n).*?(<!-- /settings -->)", re.S)
-# _env("FANYI_NAME", "default") ... # what it means   (the default is optional)
-SETTING = re.compile(r'_env\("(FANYI_\w+)"(?:,\s*("[^"]*"|\w+))?\).*#\s*(.+)$')
+# _reader("FANYI_NAME", "default", ...) ... # what it means   (the default is optional; the readers are
+# contract/settings.py's _text, _optional, _redis_url, _choice, _integer, _number)
+READERS = r"_(?:text|optional|redis_url|choice|integer|number)"
+SETTING = re.compile(READERS + r'\("(FANYI_\w+)"(?:,\s*("[^"]*"|\w+))?[,)].*#\s*(.+)$')
 
 
 def rows(source: str) -> list[tuple[str, str, str]]:

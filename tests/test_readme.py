@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from jobs.spec import load_spec
-from scripts.settings_table import README, ROOT, SETTINGS, readme_table, rows, table
+from scripts.settings_table import READERS, README, ROOT, SETTINGS, readme_table, rows, table
 
 
 def test_the_readme_lists_every_setting_as_the_settings_module_reads_it() -> None:
@@ -15,9 +15,13 @@ def test_the_readme_lists_every_setting_as_the_settings_module_reads_it() -> Non
 
 
 def test_the_table_has_a_row_for_each_fanyi_variable_the_settings_read() -> None:
-    read = set(re.findall(r'_env\("(FANYI_\w+)"', SETTINGS.read_text()))
+    read = set(re.findall(READERS + r'\("(FANYI_\w+)"', SETTINGS.read_text()))
+    assert read >= {"FANYI_THREADS", "FANYI_BROKER_URL", "FANYI_S3_ENDPOINT_URL"}
+    assert set(re.findall(r'"(FANYI_\w+)"', SETTINGS.read_text())) == read  # every variable through a reader
     assert {name for name, _, _ in rows(SETTINGS.read_text())} == read  # none without its comment
-    assert rows('X = _env("FANYI_X", "7")  # sev|en\nY = _env("FANYI_Y", X)  # as x\nZ = _env("FANYI_Z")  # z') == [
+    example = 'X = _integer("FANYI_X", "7", 1)  # sev|en\nY = _redis_url("FANYI_Y", X)  # as x\n'
+    example += 'Z = _optional("FANYI_Z")  # z'
+    assert rows(example) == [
         ("FANYI_X", "`7`", "sev\\|en"),
         ("FANYI_Y", "as `FANYI_X`", "as x"),
         ("FANYI_Z", "unset", "z"),

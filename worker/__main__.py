@@ -257,6 +257,7 @@ def _write_results(
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
+    settings.exit_if_invalid()  # a bad FANYI_* variable: one line, exit 2
     try:
         errors = translate(args)
     except (ArtifactError, ValueError) as err:

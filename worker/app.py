@@ -1,6 +1,8 @@
 """The Celery app. Start a worker the conventional way:
 
-    celery -A worker.app worker -Q translate.cpu --concurrency 2
+    celery -A worker.app worker -Q translate.cpu --concurrency 2 -l INFO
+
+(``-l INFO``: a log line as each chunk is received and done; Celery's default level shows warnings only.)
 
 Delivery is at-least-once: a chunk is acknowledged only after its part is in storage
 (``task_acks_late``), requeued if its worker process dies (``task_reject_on_worker_lost``), and
@@ -23,7 +25,7 @@ from contract.job import TRANSLATE_CHUNK
 from worker import fleet, messages, metrics
 
 log = logging.getLogger(__name__)
-settings.check()
+settings.exit_if_invalid()  # one line and exit 2 for a bad FANYI_* setting: the worker's, beat's and flower's start
 messages.use_transport()  # a payload that cannot be decoded is dropped, not the worker's death (worker.messages)
 
 app = Celery("fanyi", broker=settings.BROKER_URL, include=["worker.tasks"])
@@ -66,6 +68,9 @@ app.conf.update(
 
 @worker_init.connect
 def _serve_metrics(**_: object) -> None:
+    if metrics.PROBLEM:  # PROMETHEUS_MULTIPROC_DIR unset and set too late: /metrics would be empty
+        settings.PROBLEMS.append(metrics.PROBLEM)
+        settings.exit_if_invalid()
     if settings.METRICS_PORT:
         metrics.serve_worker_metrics(settings.METRICS_PORT)
 

@@ -253,6 +253,7 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--port", type=int, default=9100, help="port of /metrics, /backlog and /healthz")
     args = parser.parse_args(argv)
+    settings.exit_if_invalid()  # a bad FANYI_* variable: one line, exit 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = serve(args.port, QueueCollector())
     log.info("serving :%d/metrics, /backlog, /healthz (Redis %s)", args.port, settings.redact(settings.BROKER_URL))

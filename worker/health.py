@@ -243,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         help=f"liveness: is the watchdog still beating (within {LIVE_BEATS} heartbeats)? Not whether it is healthy",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    settings.exit_if_invalid()  # a bad FANYI_* variable: one line, exit 2 (the probe fails, saying why)
     if args.live:
         ok, line = alive()
         print(line)

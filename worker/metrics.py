@@ -14,6 +14,7 @@ Counts are taken only by the delivery that created a part, so they match the out
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Sequence
 from typing import Any
@@ -22,10 +23,37 @@ from contract import settings
 from contract.cache import count_part
 from contract.job import STATUSES, Tally
 
-if settings.METRICS_PORT and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:  # before prometheus_client loads
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="fanyi-metrics-")
+MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
-from prometheus_client import Counter, Histogram
+
+def multiprocess_dir() -> str | None:
+    """Make the worker's processes count into ``PROMETHEUS_MULTIPROC_DIR`` when it serves metrics.
+
+    prometheus_client picks its storage when it is first imported, from the environment as it is then
+    (its documentation: set the variable before the process starts). The images and the Kubernetes
+    manifests set it (an emptyDir). Where it is unset and nothing has imported prometheus_client yet, a
+    fresh temporary folder is used. Where something already has (Celery's command line loads every
+    installed plugin first: flower's imports prometheus_client), the worker would serve an empty
+    ``/metrics``: the problem is returned, and a worker starting with it stops with that one line
+    (``worker.app``); beat and flower, which import this module too and serve no metrics, go on."""
+    if not settings.METRICS_PORT:
+        return None
+    if folder := os.environ.get(MULTIPROC_DIR):
+        os.makedirs(folder, exist_ok=True)
+    elif "prometheus_client" not in sys.modules:
+        os.environ[MULTIPROC_DIR] = tempfile.mkdtemp(prefix="fanyi-metrics-")
+    else:
+        return (
+            f"FANYI_METRICS_PORT={settings.METRICS_PORT} needs {MULTIPROC_DIR} set before the worker starts "
+            "(prometheus_client was loaded first, by a Celery plugin such as flower's, and would count nothing "
+            f"for /metrics): export {MULTIPROC_DIR}=<an empty folder>, as the images and manifests do"
+        )
+    return None
+
+
+PROBLEM = multiprocess_dir()
+
+from prometheus_client import Counter, Histogram  # noqa: E402 - after the storage is chosen
 
 DOCUMENTS = Counter("fanyi_documents_translated_total", "Documents written to result parts", ["status"])
 SENTENCES = Counter("fanyi_sentences_translated_total", "Sentences written to result parts")

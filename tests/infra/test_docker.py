@@ -32,6 +32,15 @@ def test_dockerfiles_pin_their_bases_run_as_a_user_and_copy_files_that_exist(doc
         check_command([*(entrypoint[0] if entrypoint else []), *yaml.safe_load(line)])
 
 
+def test_worker_images_set_the_metrics_folder_before_the_process_starts() -> None:
+    """prometheus_client reads PROMETHEUS_MULTIPROC_DIR at its first import, which Celery's command line
+    may do before worker.metrics runs (flower's plugin): the image's environment carries it."""
+    for name in ("worker-cpu.Dockerfile", "worker-gpu.Dockerfile"):
+        text = (DOCKER / name).read_text()
+        stage = text[text.index("FROM runtime AS worker") :] if "AS worker" in text else text
+        assert re.search(r"PROMETHEUS_MULTIPROC_DIR=/tmp/\S+", stage), name
+
+
 def test_compose_has_every_service_the_system_needs() -> None:
     expected = {
         "redis",

@@ -173,6 +173,20 @@ def test_workers_outlive_their_longest_chunk_and_gpu_workers_get_one_gpu_each() 
     assert processes(gpu["containers"][0], env_of(gpu["containers"][0], CONFIG)) == 1
 
 
+def test_workers_that_serve_metrics_set_the_multiprocess_folder_before_they_start() -> None:
+    """prometheus_client reads PROMETHEUS_MULTIPROC_DIR when first imported, which Celery's command line
+    does (flower's plugin) before worker.metrics runs: the pod's environment must carry it, on an emptyDir."""
+    for name in ("fanyi-worker-cpu", "fanyi-worker-gpu"):
+        pod = BY_KIND["Deployment"][name]["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        env = env_of(container, CONFIG)
+        assert int(env["FANYI_METRICS_PORT"]), name
+        folder = env.get("PROMETHEUS_MULTIPROC_DIR", "")
+        empty = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
+        mounts = [m["mountPath"] for m in container["volumeMounts"] if m["name"] in empty]
+        assert any(folder.startswith(m.rstrip("/") + "/") for m in mounts), f"{name}: {folder!r} not on an emptyDir"
+
+
 def test_beat_is_a_single_replica_with_its_lock() -> None:
     beat = BY_KIND["Deployment"]["fanyi-beat"]["spec"]
     assert beat["replicas"] == 1 and beat["strategy"]["type"] == "Recreate"
