@@ -170,9 +170,15 @@ def parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_tiny)
 
     d = sub.add_parser("demo", help="build the demo EN->ZH artifact from the committed checkpoint")
-    d.add_argument("--out", required=True)
+    d.add_argument(
+        "--out", required=True,
+        help="artifact directory to create (the README's jobs use artifacts/demo); refused if it exists, see --force",
+    )  # fmt: skip
     d.add_argument("--precision", nargs="+", default=["fp32", "int8"], choices=list(PRECISIONS), help=PRECISION_HELP)
-    d.add_argument("--force", action="store_true")
+    d.add_argument(
+        "--force", action="store_true",
+        help="replace an existing --out (the new artifact is built beside it first, then swapped in)",
+    )  # fmt: skip
     _gate_options(d)
     d.set_defaults(func=cmd_demo)
     return p

@@ -48,3 +48,13 @@ def test_worker_cli_prints_the_reference_translations(demo_artifact: Path) -> No
     got = result.stdout.splitlines()
     matches = sum(g == r["reference"] for g, r in zip(got, rows))
     assert matches >= 11, list(zip(got, (r["reference"] for r in rows)))
+
+
+def test_demo_help_explains_out_and_force() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "export_tools", "demo", "--help"], capture_output=True, text=True)
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 0
+    assert "artifact directory to create" in text and "replace an existing --out" in text

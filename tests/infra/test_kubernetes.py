@@ -187,6 +187,15 @@ def test_workers_that_serve_metrics_set_the_multiprocess_folder_before_they_star
         assert any(folder.startswith(m.rstrip("/") + "/") for m in mounts), f"{name}: {folder!r} not on an emptyDir"
 
 
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_deployments_keda_scales_set_no_replicas_of_their_own(overlay: str) -> None:
+    """A Deployment's spec.replicas would be put back by every apply, fighting the ScaledObject."""
+    targets = {s["spec"]["scaleTargetRef"]["name"] for s in scaled_objects(overlay).values()}
+    deployments = by_kind(overlay, "Deployment")
+    assert targets and targets <= set(deployments)
+    assert [name for name in targets if "replicas" in deployments[name]["spec"]] == []
+
+
 def test_beat_is_a_single_replica_with_its_lock() -> None:
     beat = BY_KIND["Deployment"]["fanyi-beat"]["spec"]
     assert beat["replicas"] == 1 and beat["strategy"]["type"] == "Recreate"
