@@ -59,7 +59,7 @@ from contract.cache import (
     SCHEDULES_KEY,
     cache,
 )
-from jobs.spec import JobSpec, SpecError, load_spec
+from jobs.spec import JobSpec, SpecError, crontab, load_spec
 
 log = logging.getLogger(__name__)
 RUN_SCHEDULE = "fanyi.run_schedule"  # a beat entry's name for "submit this spec": run by beat, never sent
@@ -82,17 +82,14 @@ def scheduled_specs(folder: Path) -> list[tuple[Path, JobSpec]]:
 
 def beat_schedule(folder: str | None = settings.SCHEDULES) -> dict[str, dict[str, Any]]:
     """Celery beat entries, one per scheduled spec; none without a folder."""
-    from celery.schedules import crontab
-
     if not folder:
         log.warning("no schedules: FANYI_SCHEDULES names no folder of scheduled specs")
         return {}
     entries = {}
     for path, spec in scheduled_specs(Path(folder)):
-        minute, hour, day, month, weekday = str(spec.schedule).split()
         entries[f"fanyi.schedule.{spec.name}"] = {
             "task": RUN_SCHEDULE,
-            "schedule": crontab(minute, hour, day, month, weekday),
+            "schedule": crontab(str(spec.schedule)),  # checked when the spec loaded
             "args": [str(path)],
         }
         entries[f"fanyi.schedule.{spec.name}.catch-up"] = {"task": CATCH_UP, "schedule": CATCH_UP_EVERY,
@@ -104,7 +101,11 @@ class SpecScheduler(RedBeatScheduler):
     """RedBeat (schedule and lock in Redis) with the entries read from the scheduled specs."""
 
     def __init__(self, app: Any, *args: Any, **kwargs: Any):
-        app.conf.beat_schedule = beat_schedule()
+        try:
+            app.conf.beat_schedule = beat_schedule()
+        except SpecError as err:  # a spec beat cannot run (a bad schedule): one line naming it, not a traceback
+            log.critical("beat cannot start: %s", err)
+            raise SystemExit(1) from None
         super().__init__(app, *args, **kwargs)
 
     def send_task(self, name: str, args: Sequence[Any] = (), kwargs: Any = None, **options: Any) -> Any:

@@ -77,6 +77,31 @@ class SpecError(ValueError):
     """A job spec that cannot run; the message names the problem and the fix."""
 
 
+# cron's macros, as crontab(5) and Kubernetes CronJobs read them (UTC here).
+CRON_MACROS = {
+    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
+}  # fmt: skip
+
+
+def crontab(schedule: str) -> Any:
+    """Celery's crontab for a cron schedule (five fields: minute hour day-of-month month day-of-week, UTC) or
+    one of ``CRON_MACROS``; a ValueError that says what is wrong with it."""
+    from celery.schedules import crontab as celery_crontab
+
+    fields = CRON_MACROS.get(schedule.strip().lower(), schedule).split()
+    if len(fields) != 5:
+        raise ValueError(
+            f"{schedule!r} has {len(fields)} field(s); a cron schedule has five (minute hour day month weekday, "
+            f"UTC: '0 2 * * *' is 02:00 every day) or is one of {', '.join(CRON_MACROS)}"
+        )
+    minute, hour, day, month, weekday = fields
+    try:  # by keyword: celery's third positional field is the day of the week, cron's the day of the month
+        return celery_crontab(minute=minute, hour=hour, day_of_month=day, month_of_year=month, day_of_week=weekday)
+    except Exception as err:  # noqa: BLE001 - celery's parser raises ValueError and its own ParseException
+        raise ValueError(f"{schedule!r} is not a cron schedule ({err or type(err).__name__})") from None
+
+
 @dataclass(frozen=True)
 class JobSpec:
     name: str
@@ -126,6 +151,11 @@ class JobSpec:
             if err.instance is None and err.absolute_path:  # `key:` or `key: null` in YAML
                 message = f"empty (null); {message.removeprefix('None ')}: give a value, or leave the key out"
             raise SpecError(f"{source}: {where}: {message}") from None
+        if raw.get("schedule") is not None:
+            try:
+                crontab(raw["schedule"])
+            except ValueError as err:
+                raise SpecError(f"{source}: schedule: {err}") from None
         return cls(**raw)
 
 

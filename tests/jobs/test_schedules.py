@@ -252,3 +252,56 @@ def test_a_night_whose_previous_run_cannot_be_read_waits_and_runs_once_storage_a
     monkeypatch.setattr(api, "_status", read)
     assert catch_up(path) == "nightly-2026-12-05" and (out / "2026-12-05" / "nightly-2026-12-05").is_dir()
     assert schedules()[0].waiting is None and schedules()[0].skipped == {}
+
+
+def scheduled(folder: Path, schedule: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    path = folder / "nightly.yaml"
+    path.write_text(f'name: nightly\nschedule: "{schedule}"\ninputs: [in.jsonl]\noutput: out\nartifact: art\n')
+    return path
+
+
+@pytest.mark.parametrize(
+    "schedule,minute,hour,day,month,weekday",
+    [
+        ("@daily", {0}, {0}, set(range(1, 32)), set(range(1, 13)), set(range(7))),
+        ("@midnight", {0}, {0}, set(range(1, 32)), set(range(1, 13)), set(range(7))),
+        ("@hourly", {0}, set(range(24)), set(range(1, 32)), set(range(1, 13)), set(range(7))),
+        ("@weekly", {0}, {0}, set(range(1, 32)), set(range(1, 13)), {0}),
+        ("@monthly", {0}, {0}, {1}, set(range(1, 13)), set(range(7))),
+        ("@yearly", {0}, {0}, {1}, {1}, set(range(7))),
+        ("@annually", {0}, {0}, {1}, {1}, set(range(7))),
+        ("30 4 15 * *", {30}, {4}, {15}, set(range(1, 13)), set(range(7))),  # the 15th, not Mondays
+        ("0 2 * * mon-fri", {0}, {2}, set(range(1, 32)), set(range(1, 13)), {1, 2, 3, 4, 5}),
+    ],
+)
+def test_cron_macros_and_fields_are_read_as_cron_reads_them(tmp_path, schedule, minute, hour, day, month, weekday):
+    from jobs.schedules import beat_schedule
+
+    scheduled(tmp_path / "specs", schedule)
+    cron = beat_schedule(str(tmp_path / "specs"))["fanyi.schedule.nightly"]["schedule"]
+    assert (cron.minute, cron.hour, cron.day_of_month, cron.month_of_year, cron.day_of_week) == (
+        minute, hour, day, month, weekday
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("schedule", ["@daly", "0 2 * *", "61 * * * *", "0 0 31 2 *", "0 2 * * * *", ""])
+def test_a_schedule_cron_cannot_read_is_refused_when_the_spec_loads_naming_the_file(tmp_path, schedule) -> None:
+    from jobs.spec import SpecError, load_spec
+
+    path = scheduled(tmp_path, schedule)
+    with pytest.raises(SpecError, match=rf"^{path}: schedule: .*"):
+        load_spec(path)
+
+
+def test_beat_with_a_bad_schedule_exits_with_one_line_naming_the_spec(tmp_path, services) -> None:
+    import os
+    import subprocess
+    import sys
+
+    path = scheduled(tmp_path / "specs", "@daly")
+    env = {**os.environ, **services["env"], "FANYI_SCHEDULES": str(path.parent), "PYTHONPATH": str(ROOT)}
+    beat = [sys.executable, "-m", "celery", "-A", "worker.app", "beat", "-S", "jobs.schedules.SpecScheduler"]
+    result = subprocess.run(beat, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"{path}: schedule: '@daly'" in result.stderr and "@daily" in result.stderr
