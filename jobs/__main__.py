@@ -1,6 +1,6 @@
 """``python -m jobs``: submit translation jobs and watch them.
 
-    python -m jobs submit news.yaml              print the job id, check the spec and inputs, enqueue
+    python -m jobs submit news.yaml              check the spec and inputs, write the job, print its id, enqueue
     python -m jobs wait news-20261202T010203Z-ab12 --output s3://results/translations
     python -m jobs status JOB_ID                 state, documents done/total, rate, ETA, failed chunks
     python -m jobs list --output PREFIX          every job under an output prefix

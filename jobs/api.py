@@ -7,11 +7,11 @@
 Storage is the system of record: state, status, resume and cancel read the job's prefix, so they work
 after Redis lost everything. Redis only carries the chunk messages and a few caches.
 
-Submission cannot strand a job: the job id is known (and announced) before anything can fail,
-storage and the broker are checked before the inputs are read, and if enqueueing breaks off the
-job stays ``submitting`` and the error says to run ``jobs resume ID``, which enqueues the chunks
-without a part. ``submit(..., job_id=...)`` of an existing job with the same spec resumes it
-instead of translating the corpus twice.
+Submission cannot strand a job: the job id is announced once the job exists (its manifest written)
+and before anything is enqueued, never for a job that was refused; storage and the broker are checked
+before the inputs are read, and if enqueueing breaks off the job stays ``submitting`` and the error
+says to run ``jobs resume ID``, which enqueues the chunks without a part. ``submit(..., job_id=...)``
+of an existing job with the same spec resumes it instead of translating the corpus twice.
 """
 
 from __future__ import annotations
@@ -122,17 +122,19 @@ def submit(
 ) -> str:
     """Check everything, write the manifest and chunk inputs, enqueue one task per chunk; the job id.
 
-    ``on_job`` hears the job id first, before anything can fail; ``on_progress`` what is going on
-    (documents read, chunk inputs written). A job id that exists with the same spec is resumed."""
+    ``on_job`` hears the job id once the job exists (its manifest is written, or it existed with this
+    spec) and before anything is enqueued: never for a job that was refused, always for one that a broker
+    failure left ``submitting``. ``on_progress`` hears what is going on (documents read, chunk inputs
+    written). A job id that exists with the same spec is resumed."""
     say = on_progress or (lambda _: None)
     job_id = check_job_id(job_id or f"{spec.name}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}")
-    if on_job:
-        on_job(job_id)
+    exists = on_job or (lambda _: None)
     spec = spec.resolved()
     tokenizer, artifact_id = _artifact(spec)
     storage = _reachable(spec.output)
     existing = _existing(storage, job_id, spec)
     if existing is not None:
+        exists(job_id)
         say(f"job {job_id} exists with this spec: enqueueing the chunks it still lacks")
         return _enqueue_missing(existing, storage, spec.output, job_id, enqueue)
     if enqueue:
@@ -149,6 +151,7 @@ def submit(
     job = Job(job_id, spec.to_dict(), artifact_id, [len(c) for c in chunks], bad_rows=bad)
     _guard_storage(job_id, lambda: _write_inputs(storage, job_id, chunks, say))  # a manifest always has its chunks
     _guard_storage(job_id, lambda: write_job(storage, job))
+    exists(job_id)  # it exists now: `resume` completes it whatever happens next
     if not documents:  # a day with nothing new: a job of 0 documents, finished at once
         say(f"no documents in {', '.join(files)}: the job succeeds with nothing to translate")
         storage.put(job.key("_ENQUEUED"), b"0\n")

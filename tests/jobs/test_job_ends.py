@@ -114,16 +114,16 @@ def test_a_killed_workers_chunk_is_back_in_seconds_and_no_document_is_poison(
     assert back_in < 30, f"the chunk took {back_in:.0f} s to come back"
 
 
-def test_submit_with_the_broker_down_says_so_in_one_line_with_the_job_id(tmp_path, services, demo_artifact):
+def test_submit_with_the_broker_down_says_so_in_one_line_and_prints_no_job_id(tmp_path, services, demo_artifact):
     down = RedisServer()  # never started: nothing listens on its port
     env = {**services["env"], "FANYI_BROKER_URL": down.url}
     path = spec(tmp_path / "spec.json", inputs=[str(corpus(tmp_path / "in.jsonl", 5))], output=services["output"],
                 artifact=demo_artifact)  # fmt: skip
-    result = jobs_cli("submit", str(path), env=env)
+    result = jobs_cli("submit", str(path), "--job-id", "down-1", env=env)
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    job_id = result.stdout.splitlines()[0]
+    assert result.stdout == ""  # the job was not written: no id names it
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert job_id in line and "broker" in line and "cannot be reached" in line
+    assert "job down-1 not submitted" in line and "broker" in line and "cannot be reached" in line
     assert open_storage(services["output"]).list("") == []  # nothing written: nothing to strand
 
 

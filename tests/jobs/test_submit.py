@@ -19,6 +19,7 @@ def refused(tmp_path, services, demo_artifact, expected: str, **overrides) -> No
     path = spec(tmp_path / "spec.json", artifact=demo_artifact, **settings)
     result = jobs_cli("submit", str(path), env=services["env"])
     assert result.returncode == 1 and expected in result.stderr, result.stderr
+    assert result.stdout == ""  # no job id: `JOB=$(python -m jobs submit ...)` must not name a job that is not
     assert queued(services["redis"]) == 0  # nothing enqueued
     assert open_storage(services["output"]).list("") == []  # nothing written
 
