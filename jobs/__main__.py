@@ -59,11 +59,11 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="run the demo job on a throwaway Redis and worker (python -m jobs demo --help)")
     memory = sub.add_parser("memory", help="the translation memory jobs share (a spec's memory: job, shared, off)")
     memory.add_argument("action", choices=["clear"], help="clear: forget what the memory holds (costs time only)")
-    memory.add_argument("--output", required=True, help="output prefix (or memory_prefix) whose memories to clear")
+    memory.add_argument("--output", help="prefix (or memory_prefix) whose memories to clear (default: FANYI_OUTPUT)")
     memory.add_argument("--job", help="clear only this job's own memory (memory: job), not the shared one")
     sub.add_parser("schedules", help="each nightly schedule: its last run, a night waiting for it, nights skipped")
     listing = sub.add_parser("list", help="jobs under an output prefix")
-    listing.add_argument("--output", required=True, help="output prefix, e.g. s3://results/translations")
+    listing.add_argument("--output", help="output prefix, e.g. s3://results/translations (default: FANYI_OUTPUT)")
     return p
 
 
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         cleared = api.clear_memory(args.output, args.job)
         for memory, entries in cleared.items():
             print(f"cleared {entries:,} entries of {memory}")
-        print(f"{sum(cleared.values()):,} translation memory entries cleared under {args.output}")
+        print(f"{sum(cleared.values()):,} translation memory entries cleared under {api.output_prefix(args.output)}")
         return 0
     if args.command == "compact":
         say = lambda line: print(line, file=sys.stderr, flush=True)

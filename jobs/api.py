@@ -53,7 +53,7 @@ from contract.job import (
 from contract.storage import Storage, StorageError, open_storage, transient
 from jobs.chunks import plan_chunks
 from jobs.inputs import collect
-from jobs.spec import JobSpec, SpecError, load_spec
+from jobs.spec import JobSpec, SpecError, absolute, load_spec
 
 if TYPE_CHECKING:
     from worker.tokenizer import Tokenizer
@@ -338,8 +338,18 @@ def _recount(job_id: str, output: str) -> None:
         pass
 
 
+def output_prefix(output: str | None, *, needed: str | None = None) -> str | None:
+    """An output prefix as every verb reads it: ``output``, else ``FANYI_OUTPUT``; a local path made absolute
+    (as a spec's output is when it loads: the workers, the registry and the memories know it so), a URI as
+    written. None when neither is set, unless ``needed`` says what for (then a SpecError)."""
+    output = output or settings.OUTPUT
+    if not output and needed:
+        raise SpecError(f"{needed}: pass --output PREFIX (or set FANYI_OUTPUT)")
+    return absolute(output) if output else None
+
+
 def _storage(job_id: str, output: str | None) -> tuple[Storage, str]:
-    output = output or settings.OUTPUT or _registered(job_id)
+    output = output_prefix(output) or _registered(job_id)
     if not output:
         raise SpecError(f"where is job {job_id}? pass --output PREFIX (or set FANYI_OUTPUT)")
     return open_storage(output), output
@@ -475,7 +485,9 @@ def wait(
         interval = min(poll, 2 * interval)
 
 
-def jobs(output: str) -> list[JobStatus]:
+def jobs(output: str | None = None) -> list[JobStatus]:
+    """Every job under ``output`` (default ``FANYI_OUTPUT``)."""
+    output = str(output_prefix(output, needed="which jobs?"))
     storage = open_storage(output)
     return [status(job_id, output) for job_id in list_jobs(storage)]
 
@@ -551,9 +563,10 @@ def report(s: JobStatus) -> str:
     return "\n".join(lines)
 
 
-def clear_memory(output: str, job_id: str | None = None) -> dict[str, int]:
-    """Forget the translation memories under ``output`` (``job_id``'s only, when named): entries per memory.
-    Jobs still running translate what they would have reused."""
+def clear_memory(output: str | None = None, job_id: str | None = None) -> dict[str, int]:
+    """Forget the translation memories under ``output`` (default ``FANYI_OUTPUT``; ``job_id``'s only, when
+    named): entries per memory. Jobs still running translate what they would have reused."""
+    output = str(output_prefix(output, needed="whose translation memory?"))
     try:
         return cache.clear_memory(output, job_id)
     except Exception as err:  # noqa: BLE001 - redis errors

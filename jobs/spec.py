@@ -73,6 +73,15 @@ SCHEMA: dict[str, Any] = {
 }
 
 
+def absolute(path: str, base: Path | None = None) -> str:
+    """A local path made absolute, relative to ``base`` (the current folder by default); a URI (``s3://``) as
+    it is. Every place that takes a path (a spec's inputs, output and artifact; every verb's ``--output``)
+    reads it through this, so ``results`` and ``/abs/results`` name the same jobs and memories."""
+    if "://" in path:
+        return path
+    return str(((base or Path.cwd()).resolve() / Path(path).expanduser()).resolve())
+
+
 class SpecError(ValueError):
     """A job spec that cannot run; the message names the problem and the fix."""
 
@@ -134,8 +143,7 @@ class JobSpec:
     def resolved(self, base: Path | None = None) -> JobSpec:
         """Local paths made absolute, relative to ``base`` (the spec file's folder; the current one for
         a spec built in code), so that a worker or ``jobs status`` anywhere finds the same files."""
-        folder = (base or Path.cwd()).resolve()
-        local = lambda path: path if "://" in path else str((folder / Path(path).expanduser()).resolve())
+        local = lambda path: absolute(path, base)
         inputs = [local(p) for p in self.inputs]
         return replace(self, inputs=inputs, output=local(self.output), artifact=local(self.artifact))
 
