@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         return _wait(args.job_id, args.output, args.timeout, as_json=args.json)
     if args.command == "list":
         for s in api.jobs(args.output):
-            print(f"{s.id}  {s.state:21}  {api.progress_line(s)}")
+            print(f"{s.id}  {api.progress_line(s)}")  # the line says the state
         return 0
     if args.command == "cancel":
         api.cancel(args.job_id, args.output)

@@ -34,6 +34,7 @@ from contract.job import (
     TRANSLATE_CHUNK,
     Document,
     Job,
+    Tally,
     check_job_id,
     compacted_chunks,
     done_chunks,
@@ -48,6 +49,8 @@ from contract.job import (
     list_jobs,
     part_key,
     read_job,
+    read_rows,
+    result_keys,
     write_job,
 )
 from contract.storage import Storage, StorageError, open_storage, transient
@@ -87,7 +90,7 @@ class JobStatus:
     errors: int | None  # None while unknown (Redis lost its counters and the job is not finished)
     chunks: int
     chunks_done: int
-    rate: float  # documents per second since submission
+    rate: float  # documents per second while it advanced: from submission to its latest part (or its end)
     output: str
     partial: int | None = None  # documents with a sentence that still shows a symptom; None while unknown
     sentence_flags: dict[str, int] = field(default_factory=dict)  # sentences per flag (retried, empty, ...)
@@ -391,21 +394,25 @@ def _status(storage: Storage, job_id: str, output: str) -> JobStatus:
     if state == "cancelled" and _chunks_running(output, job_id):
         state = "cancelling"  # chunks under way still write their parts
     counts = _counts(summary) if summary else _cached_counts(job_id)
-    finished = summary["finished"] if summary else time.time()
     documents_done = sum(job.chunks[c] for c in done)
-    rate = documents_done / max(1e-9, finished - job.created)
+    if counts.errors is None and (not done or state in ("cancelled", "cancelling")):
+        counts = _stored_counts(storage, job)  # nothing written yet, or a job that stopped: storage says, once
+    # The rate over the time the job advanced, not since submission: it does not fall while a job stands
+    # still (cancelled, stalled), and the ETA of a stall is replaced by how long it has stood.
+    last = (storage.newest(f"{job.id}/parts") or job.created) if done else job.created
+    advanced = summary["finished"] if summary else last
+    rate = documents_done / max(1e-9, advanced - job.created) if documents_done else 0.0
     failed = summary["failed_chunks"] if summary else {str(c): r for c, r in failures(storage, job).items()}
-    stalled = _stalled_for(storage, job, len(done)) if state == "running" else None
+    stalled = _stalled_for(job, last, len(done)) if state == "running" else None
     return JobStatus(
         job.id, state, job.documents, documents_done, counts.errors, len(job.chunks), len(done), rate, output,
         counts.partial, counts.flags, failed, counts.windows, counts.reused_windows, stalled,
     )  # fmt: skip
 
 
-def _stalled_for(storage: Storage, job: Job, chunks_done: int) -> float | None:
-    """Seconds since the job's last part (or its submission) was written, when that is long for it: over
-    ``STALL_AFTER`` and over three times its mean time per chunk so far; None while it advances."""
-    last = storage.newest(f"{job.id}/parts") or job.created
+def _stalled_for(job: Job, last: float, chunks_done: int) -> float | None:
+    """Seconds since the job's last part (``last``, or its submission) was written, when that is long for it:
+    over ``STALL_AFTER`` and over three times its mean time per chunk so far; None while it advances."""
     pace = (last - job.created) / chunks_done if chunks_done else 0.0
     idle = time.time() - last
     return idle if idle > max(STALL_AFTER, 3 * pace) else None
@@ -442,6 +449,14 @@ def _cached_counts(job_id: str) -> Counts:
         return Counts(None, None, {})
     flags = {k.removeprefix("flag:"): v for k, v in found.items() if k.startswith("flag:")}
     return Counts(found["errors"], found.get("partial", 0), flags, *_windows(found))
+
+
+def _stored_counts(storage: Storage, job: Job) -> Counts:
+    """The counts of the parts written so far, read from storage (a job that stopped, or has no part yet)."""
+    tally = Tally()
+    for key in result_keys(storage, job):
+        tally.add(read_rows(storage.read(key)))
+    return _counts(tally.summary())
 
 
 def _windows(counts: dict[str, int]) -> tuple[int, int]:
@@ -534,23 +549,30 @@ def compact(
 
 
 def progress_line(s: JobStatus) -> str:
+    """One line: documents, rate, state (with its ETA, a stall or trouble), partial and error counts; a count
+    the workers' counters cannot give yet (the cache lost them) reads ``counting``."""
     if s.trouble:
-        eta = f"{s.state}?  {s.trouble}"
+        state = f"{s.state}?  {s.trouble}"
     elif s.stalled_for is not None:
-        eta = f"{s.state}, no progress for {_duration(s.stalled_for)}"
+        state = f"{s.state}, no progress for {_duration(s.stalled_for)}"
     else:
-        eta = f"ETA {_duration(s.eta)}" if s.eta is not None else s.state
-    errors = "?" if s.errors is None else f"{s.errors:,}"
-    partial = "?" if s.partial is None else f"{s.partial:,}"
-    return f"{s.done:,}/{s.documents:,} documents  {s.rate:.1f}/s  {eta}  partial {partial}  errors {errors}"
+        state = f"{s.state}, ETA {_duration(s.eta)}" if s.eta is not None else s.state
+    return (
+        f"{s.done:,}/{s.documents:,} documents  {s.rate:.1f}/s  {state}  partial {_count(s.partial)}  "
+        f"errors {_count(s.errors)}"
+    )
+
+
+def _count(n: int | None) -> str:
+    return "counting" if n is None else f"{n:,}"
 
 
 def report(s: JobStatus) -> str:
     """The job's end (or where it stands) in a few lines: counts, failed chunks and what to do."""
     flags = ", ".join(f"{flag} {count:,}" for flag, count in s.sentence_flags.items()) or "none"
     lines = [
-        f"{s.id}: {s.state}, {s.done:,} of {s.documents:,} documents written, {s.partial or 0:,} partial, "
-        f"{s.errors or 0:,} errors; sentences flagged: {flags}; output {s.output}/{s.id}/parts/"
+        f"{s.id}: {s.state}, {s.done:,} of {s.documents:,} documents written, {_count(s.partial)} partial, "
+        f"{_count(s.errors)} errors; sentences flagged: {flags}; output {s.output}/{s.id}/parts/"
     ]
     if s.reused_windows:
         lines.append(f"  translation memory: {s.reused_windows:,} of {s.windows:,} windows reused ({s.reuse_rate:.0%})")
@@ -584,24 +606,27 @@ def _duration(seconds: float) -> str:
 
 
 class Progress:
-    """``on_progress`` for ``wait``: a bar (tqdm) on a terminal; in a log, a line every ``every`` seconds."""
+    """``on_progress`` for ``wait``: a bar (tqdm) on a terminal; in a log, a line every ``every`` seconds and
+    at every change of state (running, stalled, storage trouble, cancelling, the end)."""
 
-    def __init__(self, every: float = 60.0) -> None:
+    def __init__(self, every: float = 10.0, *, tty: bool | None = None) -> None:
         self.bar: tqdm | None = None
         self.every, self.last = every, -every
+        self.tty = tty
+        self.shown: tuple[str, bool, bool] | None = None  # the state of the last line printed
 
     def __call__(self, s: JobStatus) -> None:
-        if not sys.stderr.isatty():
-            if s.finished or time.monotonic() - self.last >= self.every:
+        if not (sys.stderr.isatty() if self.tty is None else self.tty):
+            state = (s.state, s.stalled_for is not None, s.trouble is not None)
+            if state != self.shown or time.monotonic() - self.last >= self.every:
                 print(progress_line(s), file=sys.stderr, flush=True)
-                self.last = time.monotonic()
+                self.last, self.shown = time.monotonic(), state
             return
         if self.bar is None:
             self.bar = tqdm(total=s.documents, initial=s.done, unit="doc", file=sys.stderr, dynamic_ncols=True)
         self.bar.update(s.done - self.bar.n)
-        errors = "?" if s.errors is None else f"{s.errors:,}"
         trouble = s.trouble or (f"no progress for {_duration(s.stalled_for)}" if s.stalled_for is not None else "")
-        postfix = f"{s.state}, partial {s.partial if s.partial is not None else '?'}, errors {errors}"
+        postfix = f"{s.state}, partial {_count(s.partial)}, errors {_count(s.errors)}"
         self.bar.set_postfix_str(f"{postfix}, {trouble}" if trouble else postfix)
         if s.finished:
             self.bar.close()

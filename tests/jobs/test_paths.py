@@ -39,6 +39,7 @@ def test_relative_outputs_and_fanyi_output_mean_the_same_jobs_and_memories_in_ev
         assert status.returncode == 0 and f"output {results}/paths-1/parts/" in status.stdout, status.stderr
         listed = cli("list", *how, cwd=tmp_path, env=given)
         assert listed.returncode == 0 and listed.stdout.startswith("paths-1 "), listed.stderr
+        assert listed.stdout.count("submitting") == 1, listed.stdout  # the state once
         remember()
         mine = cli("memory", "clear", *how, "--job", job.id, cwd=tmp_path, env=given)
         assert mine.returncode == 0 and mine.stdout.endswith(f"1 translation memory entries cleared under {results}\n")

@@ -123,3 +123,47 @@ def test_a_job_whose_files_cannot_be_read_ends_wait_with_one_error_line_not_stil
     errors = [line for line in lines if line.startswith("error:")]
     assert cli.returncode == 1 and "still waiting" not in err and "Traceback" not in err, err
     assert len(errors) == 1 and errors[0].startswith(f"error: job {job.id} under {output} cannot be read (ArrowInvalid")
+
+
+def test_the_rate_is_over_the_time_the_job_advanced_and_unknown_counts_say_counting(tmp_path, services) -> None:
+    from jobs import api
+
+    output = str(tmp_path / "out")
+    job_id = running_job(output, submitted_ago=400, parts_written_ago=[300, 200])  # 20 documents in 200 s
+    s = api.status(job_id, output)
+    assert abs(s.rate - 0.1) < 0.005, s.rate  # not 20 / 400 s: the 200 s it stood still are not its pace
+    line = api.progress_line(s)  # no counters in the cache: the counts are not known yet, and it says so
+    assert "partial counting  errors counting" in line and "?" not in line and "counting partial" in api.report(s)
+    assert line.count("running") == 1
+
+
+def test_status_and_its_report_agree_after_a_cancel(tmp_path, services) -> None:
+    from jobs import api
+
+    output = str(tmp_path / "out")
+    job_id = running_job(output, submitted_ago=60, parts_written_ago=[])
+    open_storage(output).put(f"{job_id}/_CANCELLED", b"cancelled\n")
+    result = jobs_cli("status", job_id, "--output", output, env=services["env"])
+    line, report = result.stdout.splitlines()[:2]
+    assert "cancelled  partial 0  errors 0" in line and "0 partial, 0 errors" in report, result.stdout
+    assert api.status(job_id, output).rate == 0.0
+
+
+def test_progress_in_a_log_comes_every_ten_seconds_and_at_every_change_of_state(capsys, monkeypatch) -> None:
+    from jobs import api
+
+    now = [1000.0]
+    monkeypatch.setattr(api.time, "monotonic", lambda: now[0])
+    progress = api.Progress(tty=False)
+
+    def at(seconds: float, state: str = "running", done: int = 0, **extra) -> str:
+        now[0] = 1000.0 + seconds
+        progress(api.JobStatus("j", state, 200, done, None, 10, 0, 0.0, "out", **extra))
+        return capsys.readouterr().err
+
+    assert at(0, "submitting").startswith("0/200 documents")
+    assert at(1).count("running") == 1  # a new state: at once
+    assert at(5, done=20) == "" and at(10.9, done=20) == ""
+    assert "20/200" in at(11.1, done=20)  # ten seconds since the last line
+    assert "no progress for" in at(12, done=20, stalled_for=75.0)
+    assert "cancelled" in at(12.5, "cancelled", done=20)
