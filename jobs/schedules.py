@@ -60,6 +60,7 @@ from contract.cache import (
     cache,
 )
 from jobs.spec import JobSpec, SpecError, crontab, load_spec
+from worker import health
 
 log = logging.getLogger(__name__)
 RUN_SCHEDULE = "fanyi.run_schedule"  # a beat entry's name for "submit this spec": run by beat, never sent
@@ -98,7 +99,9 @@ def beat_schedule(folder: str | None = settings.SCHEDULES) -> dict[str, dict[str
 
 
 class SpecScheduler(RedBeatScheduler):
-    """RedBeat (schedule and lock in Redis) with the entries read from the scheduled specs."""
+    """RedBeat (schedule and lock in Redis) with the entries read from the scheduled specs. Each tick is
+    recorded next to ``FANYI_HEALTH_FILE``, so beat's liveness probe is the workers' own:
+    ``python -m worker.health --live`` fails once no tick came for six of beat's longest sleeps."""
 
     def __init__(self, app: Any, *args: Any, **kwargs: Any):
         try:
@@ -107,6 +110,15 @@ class SpecScheduler(RedBeatScheduler):
             log.critical("beat cannot start: %s", err)
             raise SystemExit(1) from None
         super().__init__(app, *args, **kwargs)
+        self.started = time.time()
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        sleep = float(super().tick(*args, **kwargs))
+        try:
+            health.record_beat(self.started, float(self.max_interval))
+        except OSError as err:  # a full disk: the liveness probe says so
+            log.warning("beat cannot record its tick: %s", err)
+        return sleep
 
     def send_task(self, name: str, args: Sequence[Any] = (), kwargs: Any = None, **options: Any) -> Any:
         """A due run (or a look at a waiting night) is submitted here, in a thread (a submission reads a

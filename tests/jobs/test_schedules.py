@@ -305,3 +305,25 @@ def test_beat_with_a_bad_schedule_exits_with_one_line_naming_the_spec(tmp_path, 
     result = subprocess.run(beat, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert f"{path}: schedule: '@daly'" in result.stderr and "@daily" in result.stderr
+
+
+def test_beat_records_its_ticks_for_the_liveness_probe(tmp_path, services) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.services import wait_for
+
+    path = scheduled(tmp_path / "specs", "@yearly")
+    health = tmp_path / "beat-health.json"
+    env = {**os.environ, **services["env"], "FANYI_SCHEDULES": str(path.parent), "PYTHONPATH": str(ROOT),
+           "FANYI_HEALTH_FILE": str(health)}  # fmt: skip
+    live = lambda: subprocess.run([sys.executable, "-m", "worker.health", "--live"], env=env, capture_output=True)
+    assert live().returncode == 1  # no beat yet: not started
+    beat = [sys.executable, "-m", "celery", "-A", "worker.app", "beat", "-S", "jobs.schedules.SpecScheduler"]
+    process = subprocess.Popen(beat, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: live().returncode == 0, 60, "beat's first tick")
+    finally:
+        process.kill()
+        process.wait()
