@@ -41,7 +41,7 @@ def test_only_the_settings_module_reads_fanyi_variables() -> None:
         for path in (ROOT / package).rglob("*.py")
         if reads.search(path.read_text())
     ]
-    assert readers == ["contract/settings.py"]
+    assert set(readers) <= {"contract/settings.py"}  # which reads them through its typed readers
 
 
 def test_the_checks_see_an_offender() -> None:
