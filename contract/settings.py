@@ -89,12 +89,12 @@ def _integer(name: str, default: str, minimum: int = 0, maximum: int | None = No
     return _read(name, default, parse, f"a whole number of at least {minimum}{upto}")
 
 
-def _number(name: str, default: str, minimum: float = 0.0) -> float:
-    """A finite number greater than ``minimum``."""
+def _number(name: str, default: str, minimum: float = 0.0, *, zero: bool = False) -> float:
+    """A finite number greater than ``minimum`` (or equal to it, with ``zero``)."""
 
     def parse(raw: str) -> float:
         value = float(raw.strip())
-        if not math.isfinite(value) or value <= minimum:
+        if not math.isfinite(value) or value < minimum or (value == minimum and not zero):
             raise ValueError(raw)
         return value
 
@@ -109,7 +109,7 @@ SOFT_TIME_LIMIT = _integer("FANYI_SOFT_TIME_LIMIT", "900", 1)  # seconds: the ta
 TIME_LIMIT = _integer("FANYI_TIME_LIMIT", "1200", 1)  # seconds: the worker process is killed, the chunk requeued
 VISIBILITY_TIMEOUT = _integer("FANYI_VISIBILITY_TIMEOUT", "1800", 1)  # seconds before an unacked chunk is redelivered
 MAX_DEATHS = _integer("FANYI_MAX_DEATHS", "10", 1)  # deliveries of a chunk that died before its rest become error rows
-RETRY_MAX_DELAY = _number("FANYI_RETRY_MAX_DELAY", "300")  # seconds: cap of the backoff after transient faults
+RETRY_MAX_DELAY = _number("FANYI_RETRY_MAX_DELAY", "300", zero=True)  # seconds: cap of the backoff after faults
 HEARTBEAT = _number("FANYI_HEARTBEAT", "10")  # seconds between watchdog passes; a delivery 3 beats silent is gone
 HEALTH_FILE = _text("FANYI_HEALTH_FILE", "/tmp/fanyi-worker-health.json")  # what a readiness probe reads
 ARTIFACT = _optional("FANYI_ARTIFACT")  # artifact a worker loads at start (jobs name theirs; this one is warm)
@@ -119,14 +119,14 @@ THREADS = _integer("FANYI_THREADS", "1", 1)  # ONNX Runtime threads per worker p
 SESSIONS = _integer("FANYI_SESSIONS", "1", 1)  # session pairs per worker process
 METRICS_PORT = _integer("FANYI_METRICS_PORT", "0", 0, 65535)  # worker's Prometheus port; 0 = none
 CONCURRENCY = _integer("FANYI_CONCURRENCY", "0")  # worker processes; 0 = the cores this container may use / threads
-OUTPUT = _optional("FANYI_OUTPUT")  # default output prefix of the jobs CLI (status, list, resume)
+OUTPUT = _optional("FANYI_OUTPUT")  # default output prefix of every jobs CLI verb that takes --output
 MAX_DOCUMENT_CHARS = _integer("FANYI_MAX_DOCUMENT_CHARS", "1000000", 1)  # longer documents are refused at submit
 S3_RETRIES = _integer("FANYI_S3_RETRIES", "8", 1)  # attempts per S3 request, with backoff between them
 S3_TIMEOUT = _number("FANYI_S3_TIMEOUT", "20")  # seconds to connect to S3 and to read an answer
 SCHEDULES = _optional("FANYI_SCHEDULES")  # folder of scheduled job specs that beat runs; unset = none
 MEMORY_TTL = _number("FANYI_MEMORY_TTL", "259200")  # seconds a translation memory lives after its last write
 MEMORY_ENTRIES = _integer("FANYI_MEMORY_ENTRIES", "100000")  # entries one memory keeps (job or shared); then no more
-JOB_METRICS_RETENTION = _number("FANYI_JOB_METRICS_RETENTION", "86400")  # seconds an ended job stays exported
+JOB_METRICS_RETENTION = _number("FANYI_JOB_METRICS_RETENTION", "86400", zero=True)  # s an ended job stays exported
 # fmt: on
 PRIORITY_STEPS = list(range(10))  # 0 = first; Redis keeps one list per step: "<queue>", "<queue>:1", ...
 DEFAULT_PRIORITY = 5  # a job's priority unless its spec names one

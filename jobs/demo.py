@@ -41,10 +41,14 @@ def ensure_artifact(path: Path) -> None:
 def run(artifact: Path, corpus: Path, output: Path, pairs: int) -> int:
     ensure_artifact(artifact)
     logs = Path(tempfile.mkdtemp(prefix="fanyi-demo-"))
-    redis = RedisServer().start()
-    print(f"redis: {redis.url} (throwaway)", flush=True)
+    redis = RedisServer()
     env = {"FANYI_BROKER_URL": redis.url, "FANYI_ARTIFACT": str(artifact), "FANYI_THREADS": str(os.cpu_count() or 1)}
     os.environ.update(env)
+    from contract import settings  # read now, with the demo's broker: any other bad FANYI_* is one line
+
+    settings.exit_if_invalid()
+    redis.start()
+    print(f"redis: {redis.url} (throwaway)", flush=True)
     worker = Worker(env, logs / "worker.log")
     try:
         worker.start()

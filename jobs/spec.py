@@ -105,6 +105,7 @@ def crontab(schedule: str) -> Any:
             f"UTC: '0 2 * * *' is 02:00 every day) or is one of {', '.join(CRON_MACROS)}"
         )
     minute, hour, day, month, weekday = fields
+    weekday = re.sub(r"(?<![0-9])7(?![0-9])", "0", weekday)  # cron's Sunday is 0 or 7, Celery's 0 only
     try:  # by keyword: celery's third positional field is the day of the week, cron's the day of the month
         return celery_crontab(minute=minute, hour=hour, day_of_month=day, month_of_year=month, day_of_week=weekday)
     except Exception as err:  # noqa: BLE001 - celery's parser raises ValueError and its own ParseException
@@ -145,7 +146,10 @@ class JobSpec:
         a spec built in code), so that a worker or ``jobs status`` anywhere finds the same files."""
         local = lambda path: absolute(path, base)
         inputs = [local(p) for p in self.inputs]
-        return replace(self, inputs=inputs, output=local(self.output), artifact=local(self.artifact))
+        prefix = local(self.memory_prefix) if self.memory_prefix else None  # a memory's key, as the output's
+        return replace(
+            self, inputs=inputs, output=local(self.output), artifact=local(self.artifact), memory_prefix=prefix
+        )
 
     @classmethod
     def from_dict(cls, raw: Any, *, source: str = "spec") -> JobSpec:

@@ -36,11 +36,12 @@ def multiprocess_dir() -> str | None:
     installed plugin first: flower's imports prometheus_client), the worker would serve an empty
     ``/metrics``: the problem is returned, and a worker starting with it stops with that one line
     (``worker.app``); beat and flower, which import this module too and serve no metrics, go on."""
+    if folder := os.environ.get(MULTIPROC_DIR):  # set (the images do): prometheus_client writes there at import
+        os.makedirs(folder, exist_ok=True)
+        return None
     if not settings.METRICS_PORT:
         return None
-    if folder := os.environ.get(MULTIPROC_DIR):
-        os.makedirs(folder, exist_ok=True)
-    elif "prometheus_client" not in sys.modules:
+    if "prometheus_client" not in sys.modules:
         os.environ[MULTIPROC_DIR] = tempfile.mkdtemp(prefix="fanyi-metrics-")
     else:
         return (

@@ -60,3 +60,22 @@ def test_the_readers_refuse_what_the_setting_cannot_use(monkeypatch) -> None:
     assert settings.PROBLEMS == ["FANYI_X='tpu' is not valid: expected cpu or cuda"]
     with pytest.raises(settings.SettingError, match="FANYI_X='tpu'"):
         settings.check()
+
+
+def test_the_demo_says_a_bad_setting_in_one_line_and_starts_nothing(tmp_path, demo_artifact) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FANYI_")}
+    env |= {"PYTHONPATH": str(ROOT), "FANYI_VISIBILITY_TIMEOUT": "600"}
+    command = [sys.executable, "-m", "jobs", "demo", "--artifact", str(demo_artifact), "--output", str(tmp_path)]
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "FANYI_VISIBILITY_TIMEOUT" in done.stderr
+    assert "redis:" not in done.stdout  # checked before its Redis and worker start: nothing left running
+
+
+def test_settings_that_may_be_zero_are_and_a_metrics_folder_that_is_named_is_made(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FANYI_", "PROMETHEUS_"))}
+    env |= {"PYTHONPATH": str(ROOT), "FANYI_RETRY_MAX_DELAY": "0", "FANYI_JOB_METRICS_RETENTION": "0"}
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path / "not-made-yet" / "prometheus")  # as the images name it
+    code = "import worker.app; from contract import settings; print(settings.RETRY_MAX_DELAY)"
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "0.0", done.stderr[-2000:]
+    assert (tmp_path / "not-made-yet" / "prometheus").is_dir()

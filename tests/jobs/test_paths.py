@@ -50,3 +50,13 @@ def test_relative_outputs_and_fanyi_output_mean_the_same_jobs_and_memories_in_ev
         unsaid = cli(*verb, cwd=tmp_path, env=env)
         assert unsaid.returncode == 1 and unsaid.stderr.startswith("error: ") and "FANYI_OUTPUT" in unsaid.stderr
         assert len(unsaid.stderr.splitlines()) == 1, unsaid.stderr
+
+
+def test_a_relative_memory_prefix_is_made_absolute_as_the_output_is(tmp_path) -> None:
+    from jobs.spec import JobSpec
+
+    raw = {"name": "n", "inputs": ["in.jsonl"], "output": "results", "artifact": "art", "memory": "shared",
+           "memory_prefix": "memories"}  # fmt: skip
+    spec = JobSpec.from_dict(raw).resolved(tmp_path)
+    assert spec.memory_prefix == str(tmp_path / "memories")  # the key `memory clear --output memories` clears
+    assert JobSpec.from_dict({**raw, "memory_prefix": "s3://b/m"}).resolved(tmp_path).memory_prefix == "s3://b/m"

@@ -273,6 +273,8 @@ def scheduled(folder: Path, schedule: str) -> Path:
         ("@annually", {0}, {0}, {1}, {1}, set(range(7))),
         ("30 4 15 * *", {30}, {4}, {15}, set(range(1, 13)), set(range(7))),  # the 15th, not Mondays
         ("0 2 * * mon-fri", {0}, {2}, set(range(1, 32)), set(range(1, 13)), {1, 2, 3, 4, 5}),
+        ("0 2 * * 7", {0}, {2}, set(range(1, 32)), set(range(1, 13)), {0}),  # cron's other Sunday
+        ("0 2 * * 5-7", {0}, {2}, set(range(1, 32)), set(range(1, 13)), {5, 6, 0}),
     ],
 )
 def test_cron_macros_and_fields_are_read_as_cron_reads_them(tmp_path, schedule, minute, hour, day, month, weekday):
