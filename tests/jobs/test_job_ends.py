@@ -93,17 +93,18 @@ def test_storage_refusing_part_writes_for_a_while_turns_no_document_into_an_erro
 def test_a_killed_workers_chunk_is_back_in_seconds_and_no_document_is_poison(
     tmp_path, services, demo_artifact, workers
 ):
-    victim = workers()
-    workers()
-    # 4 chunks of a few seconds each. Without the memory: the corpus repeats its texts, and chunks made of
-    # remembered windows end in less than a poll of ``running``.
+    # 4 chunks of a second or two each, queued before any worker starts, so that the victim is seen at work
+    # however long the submission takes to return on a busy machine. Without the memory: the corpus repeats
+    # its texts, and chunks made of remembered windows end in less than a poll of ``running``.
     job_id = submit(tmp_path, services, demo_artifact, 200, chunk_documents=50, memory="off")
+    victim = workers()
     cache = redis.Redis.from_url(services["redis"])
     running = lambda: [f.decode() for f, v in cache.hgetall("fanyi:running").items() if victim.name in v.decode()]
-    fields = wait_for(running, 60, "the victim to start a chunk")
+    fields = wait_for(running, 60, "the victim to start a chunk", interval=0.05)
     chunk = int(fields[0].rsplit("|", 1)[1])
     victim.kill()  # SIGKILL, main process and pool: a node drain
     killed = time.monotonic()
+    workers()
     storage = open_storage(services["output"])
     wait_for(lambda: storage.exists(part_key(job_id, chunk)), 90, "the chunk to be done by the other worker")
     back_in = time.monotonic() - killed
