@@ -37,7 +37,7 @@ app.conf.update(
     task_ignore_result=True,  # results live in storage; the broker carries only work
     task_acks_late=True,
     task_reject_on_worker_lost=True,
-    task_acks_on_failure_or_timeout=True,  # nothing fails out of the task: it returns, retries or requeues
+    task_acks_on_failure_or_timeout=False,  # the hard time limit requeues the chunk (acknowledged, it was lost)
     worker_prefetch_multiplier=1,
     worker_concurrency=settings.worker_processes(),  # `--concurrency` overrides; FANYI_CONCURRENCY or the cores
     worker_cancel_long_running_tasks_on_connection_loss=True,  # its redelivery would otherwise run twice

@@ -1,5 +1,6 @@
 """``worker.app`` with a poisoned engine, for the poison-document test: a document containing
-POISON-CRASH kills its worker process (as a segfault would), POISON-HANG never returns. With
+POISON-CRASH kills its worker process (as a segfault would), POISON-HANG never returns, POISON-STUBBORN
+ignores the soft time limit too. With
 ``FANYI_TEST_KILL_IN_FINALIZE`` set to a file that does not exist yet, the task that wrote a job's
 last part creates that file and kills its whole worker (main process and pool, as an OOM kill of its
 container does) before it writes ``_SUCCESS``."""
@@ -10,6 +11,8 @@ import os
 import signal
 import time
 from pathlib import Path
+
+from celery.exceptions import SoftTimeLimitExceeded
 
 from worker import documents, tasks
 from worker.app import app
@@ -24,6 +27,11 @@ def _poisoned(self, docs, options=None):
             os._exit(70)
         if "POISON-HANG" in text:
             time.sleep(3600)
+        if "POISON-STUBBORN" in text:  # deaf to the soft time limit, as a stuck native call is: the hard one kills
+            try:
+                time.sleep(3600)
+            except SoftTimeLimitExceeded:
+                time.sleep(3600)
     return _translate(self, docs, options)
 
 

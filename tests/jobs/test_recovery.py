@@ -16,7 +16,7 @@ import redis
 
 from contract.job import part_key
 from contract.storage import open_storage
-from tests.jobs.conftest import assert_each_id_once, output_rows, submit, wait
+from tests.jobs.conftest import assert_each_id_once, jobs_cli, output_rows, submit, wait
 from tests.services import RedisServer, wait_for
 from worker.artifact import MANIFEST, file_entries
 
@@ -131,3 +131,17 @@ def test_an_artifact_changed_under_a_running_worker_translates_nothing(
     errors = [r for r in rows if r["status"] == "error"]
     assert errors and all("changed-artifact" in r["error"] for r in errors)
     assert all(r["translation"] == clean[r["id"]] for r in rows if r["status"] != "error")
+
+
+def test_a_chunk_past_the_hard_time_limit_is_requeued_not_dropped(tmp_path, services, demo_artifact, workers):
+    lines = [json.dumps({"id": f"doc-{n:05d}", "text": f"Tom has {n + 2} apples."}) for n in range(20)]
+    lines[3] = json.dumps({"id": "doc-00003", "text": "POISON-STUBBORN Tom has 5 apples."})
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    body = {"name": "t", "inputs": [str(tmp_path / "in.jsonl")], "output": services["output"],
+            "artifact": str(demo_artifact), "chunk_documents": 20}  # fmt: skip
+    (tmp_path / "spec.json").write_text(json.dumps(body))
+    job_id = jobs_cli("submit", str(tmp_path / "spec.json"), env=services["env"]).stdout.strip()
+    workers(app="tests.jobs.poison_app", **SLOW_REDELIVERY)  # killed at 12 s, twice: then the document is poison
+    ends_by_itself(services, job_id, timeout=100)  # an acknowledged chunk came back only as a stalled job's
+    rows = {r["id"]: r for r in output_rows(services["output"], job_id)}
+    assert len(rows) == 20 and [i for i, r in rows.items() if r["status"] == "error"] == ["doc-00003"]
