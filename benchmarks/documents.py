@@ -39,7 +39,7 @@ def ensure_artifact() -> None:
 
 
 def main() -> None:
-    from worker.documents import DocumentTranslator
+    from worker.documents.translator import DocumentTranslator
     from worker.engine.translator import Translator
 
     ensure_artifact()
@@ -59,7 +59,7 @@ def main() -> None:
 
 
 def plan_rows(translator: Translator) -> None:
-    from worker.documents import DocumentTranslator
+    from worker.documents.translator import DocumentTranslator
 
     documents = DocumentTranslator(translator, max_chars=11_000_000)
     sentence_chars = len(document(1000, 0)) / 1000

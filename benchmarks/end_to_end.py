@@ -37,7 +37,7 @@ def documents(count: int) -> list[tuple[str, str]]:
 
 
 def engine_alone(docs: list[tuple[str, str]]) -> Callable[[], float]:
-    from worker.documents import DocumentTranslator
+    from worker.documents.translator import DocumentTranslator
     from worker.engine.translator import Translator
 
     engine = DocumentTranslator(Translator(ARTIFACT, precision="int8", threads=2))

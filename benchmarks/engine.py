@@ -243,7 +243,7 @@ def natural_engine(name: str) -> Callable[[list[tuple[str, str]]], None]:
     precision = name.removeprefix("ours-").removesuffix("-natural") if name.startswith("ours") else "fp32"
     ours = Translator(CACHE / "demo", precision=precision, threads=THREADS)  # CTranslate2: its tokenizer only
     if name.startswith("ours"):
-        from worker.documents import DocumentTranslator
+        from worker.documents.translator import DocumentTranslator
 
         documents, options = DocumentTranslator(ours), ours.options(beam_size=BEAMS)
 

@@ -43,13 +43,13 @@ class Echo:
         return self
 
     def translate_batch(self, texts: list[str], options: object = None, memory: object = None) -> list[object]:
-        from worker.engine.translator import Translation
+        from worker.engine.translation import Translation
 
         return [Translation(t, [], 0.0) for t in texts]
 
 
 def _html_parser(page: str) -> str:
-    from worker.documents import DocumentTranslator
+    from worker.documents.translator import DocumentTranslator
 
     (result,) = DocumentTranslator(Echo(), format="html", max_chars=10**8).translate([("page", page)])  # type: ignore[arg-type]
     return result.translation
@@ -108,7 +108,7 @@ def placement(artifact: Path, documents: int = 40) -> None:
     import json
 
     from export_tools.cli import DEMO_DEV_SET
-    from worker.documents import DocumentTranslator
+    from worker.documents.translator import DocumentTranslator
     from worker.engine.translator import Translator
 
     rows = [json.loads(line) for line in DEMO_DEV_SET.read_text().splitlines()]

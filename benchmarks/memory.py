@@ -1,4 +1,4 @@
-"""Translation memory benchmark: what repeated text costs with and without ``worker/memory.py``.
+"""Translation memory benchmark: what repeated text costs with and without ``worker/engine/memory.py``.
 
     python -m benchmarks.memory                      # both parts, 3 paired rounds
     python -m benchmarks.memory --rounds 5 --documents 400 --skip-job
@@ -49,9 +49,9 @@ def main() -> None:
 
 
 def document_layer(corpora: dict[str, list[dict[str, str]]], rounds: int) -> None:
-    from worker.documents import DocumentTranslator
+    from worker.documents.translator import DocumentTranslator
+    from worker.engine.memory import LocalMemory
     from worker.engine.translator import Translator
-    from worker.memory import LocalMemory
 
     translator = Translator(ARTIFACT, precision="int8", threads=2)
     options = translator.options()

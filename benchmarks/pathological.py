@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from worker.documents import DocumentTranslator
+    from worker.documents.translator import DocumentTranslator
 
 LICENSES = Path("/usr/share/common-licenses")
 PROSE_FILES = ("GPL-3", "Apache-2.0", "GFDL-1.3", "LGPL-2.1", "GPL-2", "MPL-2.0", "Artistic")
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [k for k in chosen if k not in available]
     if unknown:
         raise SystemExit(f"unknown kinds {unknown}: choose from {', '.join(available)}")
-    from worker.documents import DocumentTranslator
+    from worker.documents.translator import DocumentTranslator
     from worker.engine.translator import Translator
 
     translator = Translator(ensure_artifact(args.artifact or DEFAULT_ARTIFACT), precision="int8", threads=args.threads)

@@ -4,7 +4,7 @@
 
 Translates every Markdown and HTML document of the corpus (``scripts/collect_documents.py`` gathered
 it from installed packages' READMEs and Debian's documentation) with ``DocumentTranslator`` on the
-demo artifact, and compares each translation with its source by ``worker.text.structure``: blocks,
+demo artifact, and compares each translation with its source by ``worker.documents.structure``: blocks,
 code spans and elements byte for byte, links and images with their targets, inline nesting, bare
 addresses, line endings. Prints per format how many documents came back structurally identical, how
 many of the others were flagged (never ``ok``), the code and links kept, and characters/s.
@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from worker.text.structure import differences, structure
+from worker.documents.structure import differences, structure
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "documents"
 SUFFIXES = {"markdown": ".md", "html": ".html"}
@@ -80,7 +80,7 @@ def _links(inline: Counter[str]) -> Counter[str]:
 
 
 def translate(fmt: str, documents: list[tuple[str, str]], artifact: Path, threads: int) -> tuple[list[object], float]:
-    from worker.documents import DocumentTranslator
+    from worker.documents.translator import DocumentTranslator
     from worker.engine.translator import Translator
 
     translator = DocumentTranslator(Translator(artifact, threads=threads), format=fmt)

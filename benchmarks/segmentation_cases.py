@@ -57,7 +57,7 @@ CASES: list[tuple[str, list[str]]] = [
 # Grown in the directions pysbd stumbles on (issue: a held-out set scored F1 0.985): ranks and
 # military and place abbreviations, URLs with ?/#/&, e-mail addresses, file names, version numbers,
 # ellipses inside quotes, abbreviations that do or do not end a sentence. Written before the rules
-# in ``worker.text.segment`` that fix pysbd's misses, and scored separately from CASES.
+# in ``worker.documents.segment`` that fix pysbd's misses, and scored separately from CASES.
 GROWN: list[tuple[str, list[str]]] = [
     ("Gen. Smith visited Ft. Bragg on Monday. The troops cheered.",
      ["Gen. Smith visited Ft. Bragg on Monday.", "The troops cheered."]),

@@ -3,7 +3,7 @@
     python -m benchmarks.segmenters
 
 Per segmenter and set (the first 40 lines, the 60 grown towards pysbd's misses, 80 written blind, all): lines
-segmented exactly right, and boundary precision / recall / F1. "ours" is ``worker.text.segment``:
+segmented exactly right, and boundary precision / recall / F1. "ours" is ``worker.documents.segment``:
 pysbd with the corrections described there.
 """
 
@@ -34,7 +34,7 @@ def _blingfire() -> Callable[[str], list[str]]:
 
 
 def _ours() -> Callable[[str], list[str]]:
-    from worker.text.segment import segment
+    from worker.documents.segment import segment
 
     return lambda text: [s.text for s in segment(text)]
 

@@ -135,7 +135,7 @@ MEMORY_DEFAULT = "job"  # a spec that names none (and jobs submitted before the 
 
 
 def memory_namespace(output: str, job_id: str, scope: str, shared_prefix: str | None = None) -> str | None:
-    """The hash holding a job's translation memory (``worker.memory``): its own under its ``output``
+    """The hash holding a job's translation memory (``worker.engine.memory``): its own under its ``output``
     (``job``), or the one every job under ``shared_prefix`` (by default ``output``) shares (``shared``);
     None when the spec turns it off."""
     if scope not in MEMORY_SCOPES:

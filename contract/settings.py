@@ -11,7 +11,7 @@ Every variable is read by one of the typed readers below (``_text``, ``_optional
 default in place and one line in ``PROBLEMS`` (the variable, its value with any password masked, what
 it accepts), and ``check()`` raises ``SettingError`` with them. Every entry point calls
 ``exit_if_invalid()`` before it does anything (the jobs CLI, ``python -m worker``, the worker and
-beat through ``worker.app``, the exporter, the health probes): one
+beat through ``worker.runtime.app``, the exporter, the health probes): one
 ``error:`` line and exit status 2, as for a bad option, never a traceback.
 """
 
@@ -185,7 +185,6 @@ def available_cores() -> int:
     except (OSError, ValueError):
         return cores
     return cores if quota == "max" else max(1, min(cores, -(-int(quota) // int(period))))
-
 
 
 def priority_lists(queue: str) -> list[str]:

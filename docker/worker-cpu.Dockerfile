@@ -35,9 +35,9 @@ CMD ["python", "-m", "jobs", "--help"]
 FROM runtime AS worker
 COPY --from=build /install /usr/local
 # Prefork processes count into this folder for FANYI_METRICS_PORT; set before the process starts, as
-# prometheus_client needs (worker/metrics.py). Under /tmp: the one writable place (an emptyDir on Kubernetes).
+# prometheus_client needs (worker/monitoring/metrics.py). Under /tmp: the one writable place (an emptyDir on Kubernetes).
 ENV PROMETHEUS_MULTIPROC_DIR=/tmp/prometheus
-# Healthy unless the worker recorded an environment fault in FANYI_HEALTH_FILE (worker/health.py).
+# Healthy unless the worker recorded an environment fault in FANYI_HEALTH_FILE (worker/monitoring/health.py).
 HEALTHCHECK --interval=30s --timeout=10s --start-period=2m --retries=3 CMD ["python", "-m", "worker.health"]
 # No --concurrency here, which would override the sizing: processes = FANYI_CONCURRENCY if set, else the
 # cores this container may use (cgroup cpu.max quota, affinity) / FANYI_THREADS (contract.settings.worker_processes;

@@ -33,6 +33,6 @@ ENV FANYI_DEVICE=cuda \
     FANYI_CONCURRENCY=1 \
     PROMETHEUS_MULTIPROC_DIR=/tmp/prometheus \
     PYTHONUNBUFFERED=1
-# Healthy unless the worker recorded an environment fault in FANYI_HEALTH_FILE (worker/health.py).
+# Healthy unless the worker recorded an environment fault in FANYI_HEALTH_FILE (worker/monitoring/health.py).
 HEALTHCHECK --interval=30s --timeout=10s --start-period=2m --retries=3 CMD ["python", "-m", "worker.health"]
 CMD ["celery", "-A", "worker.app", "worker", "-Q", "translate.gpu", "--loglevel", "INFO"]

@@ -26,7 +26,7 @@ from export_tools.architectures import Architecture, ExportError
 from export_tools.export import OPSET, export_fp32, layer_shape, select_graph
 from export_tools.request import check_request
 from export_tools.weights import save_shared, token_rows_as_input
-from worker.artifact import ARTIFACT_FORMAT, seal, sha256_file
+from worker.engine.artifact import ARTIFACT_FORMAT, seal, sha256_file
 
 
 def say(message: str) -> None:

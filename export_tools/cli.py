@@ -21,7 +21,7 @@ from typing import Any
 from export_tools.architectures import SUPPORTED, ExportError
 from export_tools.fixtures.names import LIKE
 from export_tools.request import check_request
-from worker.artifact import PRECISIONS, ArtifactError
+from worker.engine.artifact import PRECISIONS, ArtifactError
 
 DEMO_CHECKPOINT = Path(__file__).parent / "fixtures" / "demo_model"
 DEMO_DEV_SET = Path(__file__).parent / "fixtures" / "demo_dev.jsonl"
@@ -64,7 +64,7 @@ def _read_calibration_set(path: str) -> list[str]:
 
 def cmd_verify(args: argparse.Namespace) -> None:
     from export_tools import verify
-    from worker.artifact import Artifact
+    from worker.engine.artifact import Artifact
 
     root = Path(args.artifact)
     Artifact.load(root, verify=False)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from export_tools.architectures import ExportError, local_architecture
-from worker.artifact import PRECISIONS
+from worker.engine.artifact import PRECISIONS
 
 
 def check_request(

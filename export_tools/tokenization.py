@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from export_tools.architectures import ExportError
-from worker.tokenizer import SOURCE_LANGUAGE, Tokenizer
+from worker.engine.tokenizer import SOURCE_LANGUAGE, Tokenizer
 
 TASK = re.compile(r"^translation_(?P<source>\w+?)_to_(?P<target>\w+)$")
 # Texts the encoders must agree on beyond the demo sentences: unknown characters, emoji, digits,

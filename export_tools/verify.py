@@ -19,7 +19,7 @@ import numpy as np
 
 from export_tools.architectures import ExportError
 from export_tools.fixtures import demo_corpus
-from worker.artifact import REPORT, Artifact, file_problems
+from worker.engine.artifact import REPORT, Artifact, file_problems
 from worker.engine.inference import pad_batch
 from worker.engine.translator import Translator
 

@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
-from worker.artifact import TOKEN_ROWS, SharedWeights, StoredTensor
+from worker.engine.artifact import TOKEN_ROWS, SharedWeights, StoredTensor
 
 DATA_FILE = "weights.bin"
 ALIGNMENT = 4096

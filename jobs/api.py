@@ -59,7 +59,7 @@ from jobs.inputs import collect
 from jobs.spec import JobSpec, SpecError, absolute, load_spec
 
 if TYPE_CHECKING:
-    from worker.tokenizer import Tokenizer
+    from worker.engine.tokenizer import Tokenizer
 
 T = TypeVar("T")
 
@@ -165,8 +165,8 @@ def submit(
 
 def _artifact(spec: JobSpec) -> tuple[Tokenizer, str]:
     """The artifact's tokenizer and id; the spec's languages checked against it."""
-    from worker.artifact import Artifact, ArtifactError
-    from worker.tokenizer import Tokenizer
+    from worker.engine.artifact import Artifact, ArtifactError
+    from worker.engine.tokenizer import Tokenizer
 
     try:
         artifact = Artifact.load(spec.artifact, verify=False)
@@ -195,7 +195,7 @@ def _reachable(output: str) -> Storage:
 
 
 def _broker_reachable(job_id: str) -> None:
-    from worker.app import app
+    from worker.runtime.app import app
 
     try:
         with app.connection_for_write(settings.BROKER_URL) as connection:
@@ -254,7 +254,7 @@ def _enqueue_missing(job: Job, storage: Storage, output: str, job_id: str, enque
 
 
 def _enqueue(job: Job, output: str, chunks: Sequence[int]) -> None:
-    from worker.app import app
+    from worker.runtime.app import app
 
     sent = 0
     try:

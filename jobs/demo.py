@@ -26,7 +26,7 @@ OUTPUT = ROOT / "results" / "demo"
 
 def ensure_artifact(path: Path) -> None:
     """Build the demo artifact if it is missing or was built by a version that wrote another format."""
-    from worker.artifact import Artifact, ArtifactError
+    from worker.engine.artifact import Artifact, ArtifactError
 
     try:
         Artifact.load(path, verify=False)

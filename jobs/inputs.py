@@ -25,7 +25,7 @@ from typing import Any
 from contract.job import Document, read_parquet
 from contract.storage import S3Storage, StorageError, glob_keys, split_s3
 from jobs.spec import JobSpec, SpecError
-from worker.tokenizer import unreadable
+from worker.engine.tokenizer import unreadable
 
 FORMATS = (".parquet", ".jsonl", ".txt")
 

@@ -60,7 +60,7 @@ from contract.cache import (
     cache,
 )
 from jobs.spec import JobSpec, SpecError, crontab, load_spec
-from worker import health
+from worker.monitoring import health
 
 log = logging.getLogger(__name__)
 RUN_SCHEDULE = "fanyi.run_schedule"  # a beat entry's name for "submit this spec": run by beat, never sent

@@ -130,7 +130,7 @@ class JobSpec:
     # A row that cannot be read as a document (null or non-string text, bad JSON or UTF-8, no id, too
     # long): an error row in the output and the job goes on, or the whole job refused at submit.
     on_bad_row: str = "error_row"
-    # Windows translated once and reused (worker/memory.py): within the job, across the jobs under the
+    # Windows translated once and reused (worker/engine/memory.py): within the job, across the jobs under the
     # same output (nightly runs over overlapping corpora), or never. Outputs are the same either way.
     memory: str = cache.MEMORY_DEFAULT
     # Where ``shared`` memory lives: its ``output`` unless named. A scheduled run writes under

@@ -108,8 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     html_sizes = (args.min_bytes, args.max_html_bytes)
     html = choose(debian_documents(("*/*.html", "*/**/*.html")), args.html, args.html_per_package, html_sizes)
     if len(markdown) < args.markdown or len(html) < args.html:
-        print(f"error: found {len(markdown)} Markdown and {len(html)} HTML documents of the sizes asked for; "
-              "widen --min-bytes/--max-bytes or --per-package", file=sys.stderr)
+        print(
+            f"error: found {len(markdown)} Markdown and {len(html)} HTML documents of the sizes asked for; "
+            "widen --min-bytes/--max-bytes or --per-package",
+            file=sys.stderr,
+        )
         return 1
     rows = write(args.out, "markdown", ".md", markdown) + write(args.out, "html", ".html", html)
     (args.out / "SOURCES.tsv").write_text("file\tpackage\torigin\tsha256\n" + "\n".join(rows) + "\n")

@@ -33,13 +33,14 @@ import sys
 from typing import TYPE_CHECKING
 
 from contract import settings
-from worker.artifact import PRECISIONS, ArtifactError
+from worker.engine.artifact import PRECISIONS, ArtifactError
 
 if TYPE_CHECKING:
-    from worker.documents import DocumentResult, DocumentTranslator
+    from worker.documents.translator import DocumentResult, DocumentTranslator
+    from worker.engine.memory import Memory
     from worker.engine.search import DecodingOptions
-    from worker.engine.translator import Translation, Translator
-    from worker.memory import Memory
+    from worker.engine.translation import Translation
+    from worker.engine.translator import Translator
 
 BATCH = 32  # sentences per engine call
 EXIT_WITH_ERRORS = 4  # --fail-on-error: some line or document was an error (as `python -m jobs wait` says it)
@@ -109,8 +110,8 @@ def parser() -> argparse.ArgumentParser:
 
 def translate(args: argparse.Namespace) -> int:
     """Translate stdin to stdout; the number of lines or documents that were errors."""
+    from worker.engine.memory import LocalMemory
     from worker.engine.translator import Translator
-    from worker.memory import LocalMemory
 
     translator = Translator(args.artifact, device=args.device, precision=args.precision, threads=args.threads)
     memory = LocalMemory() if args.memory else None
@@ -181,7 +182,7 @@ def translate_documents(
 ) -> int:
     """Documents go to the engine ``--batch-documents`` at a time, so short ones fill its batches;
     results come out in input order, one line each, as each batch finishes. The number of error results."""
-    from worker.documents import DocumentTranslator
+    from worker.documents.translator import DocumentTranslator
 
     documents = DocumentTranslator(
         translator, overlap=args.overlap, budget=args.budget, max_chars=args.max_chars, format=args.format,
@@ -201,7 +202,7 @@ def translate_documents(
 
 def _document_line(number: int, raw: bytes) -> tuple[str, str, bool] | DocumentResult | None:
     """(id, text, had invalid UTF-8), an error result for a bad line, or None for a blank one."""
-    from worker.documents import DocumentResult
+    from worker.documents.translator import DocumentResult
 
     try:
         line, invalid = raw.decode("utf-8"), False
@@ -224,8 +225,8 @@ def _unreadable_document(number: int, doc_id: str, text: str) -> DocumentResult 
     """An error result for a document whose id or text holds a lone surrogate (JSON lets ``\\ud800`` stand
     alone): its position said here in the document, not in the sentence the tokenizer would meet it in.
     An unreadable id is replaced: it could not be written out."""
-    from worker.documents import DocumentResult
-    from worker.tokenizer import unreadable
+    from worker.documents.translator import DocumentResult
+    from worker.engine.tokenizer import unreadable
 
     for field, value in (("id", doc_id), ("text", text)):
         if (reason := unreadable(value)) is not None:

@@ -75,7 +75,7 @@ def test_settings_that_may_be_zero_are_and_a_metrics_folder_that_is_named_is_mad
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FANYI_", "PROMETHEUS_"))}
     env |= {"PYTHONPATH": str(ROOT), "FANYI_RETRY_MAX_DELAY": "0", "FANYI_JOB_METRICS_RETENTION": "0"}
     env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path / "not-made-yet" / "prometheus")  # as the images name it
-    code = "import worker.app; from contract import settings; print(settings.RETRY_MAX_DELAY)"
+    code = "import worker.runtime.app; from contract import settings; print(settings.RETRY_MAX_DELAY)"
     done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "0.0", done.stderr[-2000:]
     assert (tmp_path / "not-made-yet" / "prometheus").is_dir()

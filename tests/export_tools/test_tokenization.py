@@ -9,7 +9,7 @@ import pytest
 from export_tools import tokenization
 from export_tools.architectures import ExportError
 from export_tools.verify import sample_sentences
-from worker.tokenizer import Tokenizer
+from worker.engine.tokenizer import Tokenizer
 
 
 def _described(tokenizer, model_dir: Path, folder: Path) -> dict:

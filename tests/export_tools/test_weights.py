@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from export_tools.weights import DATA_FILE, save_shared, token_rows_as_input
-from worker.artifact import StoredTensor
+from worker.engine.artifact import StoredTensor
 from worker.engine.inference import TokenRows
 
 D, V = 8, 300  # rows of 32 bytes: several to a page, so a row read at the wrong offset shows

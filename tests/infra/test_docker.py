@@ -34,7 +34,7 @@ def test_dockerfiles_pin_their_bases_run_as_a_user_and_copy_files_that_exist(doc
 
 def test_worker_images_set_the_metrics_folder_before_the_process_starts() -> None:
     """prometheus_client reads PROMETHEUS_MULTIPROC_DIR at its first import, which Celery's command line
-    may do before worker.metrics runs (flower's plugin): the image's environment carries it."""
+    may do before worker.monitoring.metrics runs (flower's plugin): the image's environment carries it."""
     for name in ("worker-cpu.Dockerfile", "worker-gpu.Dockerfile"):
         text = (DOCKER / name).read_text()
         stage = text[text.index("FROM runtime AS worker") :] if "AS worker" in text else text

@@ -174,7 +174,8 @@ def test_workers_outlive_their_longest_chunk_and_gpu_workers_get_one_gpu_each() 
 
 def test_workers_that_serve_metrics_set_the_multiprocess_folder_before_they_start() -> None:
     """prometheus_client reads PROMETHEUS_MULTIPROC_DIR when first imported, which Celery's command line
-    does (flower's plugin) before worker.metrics runs: the pod's environment must carry it, on an emptyDir."""
+    does (flower's plugin) before the worker's metrics module runs: the pod's environment must carry it, on
+    an emptyDir."""
     for name in ("fanyi-worker-cpu", "fanyi-worker-gpu"):
         pod = BY_KIND["Deployment"][name]["spec"]["template"]["spec"]
         container = pod["containers"][0]
@@ -427,7 +428,7 @@ def test_pods_meet_the_restricted_pod_security_standard(overlay: str) -> None:
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_deployments_have_probes_that_check_what_matters(overlay: str) -> None:
-    heartbeat_silence = 6 * settings.HEARTBEAT  # worker.health --live fails after this
+    heartbeat_silence = 6 * settings.HEARTBEAT  # worker.monitoring.health --live fails after this
     for name, deployment in by_kind(overlay, "Deployment").items():
         template = deployment["spec"]["template"]
         for container in template["spec"]["containers"]:
@@ -597,8 +598,8 @@ def exported_metric_names(redis_url: str) -> set[str]:
     import redis as redis_client
 
     from contract import cache
-    from worker import exporter, metrics
-    from worker.exporter import QueueCollector
+    from worker.monitoring import exporter, metrics
+    from worker.monitoring.exporter import QueueCollector
 
     names = set()
     for value in vars(metrics).values():

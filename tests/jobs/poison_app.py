@@ -1,4 +1,4 @@
-"""``worker.app`` with a poisoned engine, for the poison-document test: a document containing
+"""``worker.runtime.app`` with a poisoned engine, for the poison-document test: a document containing
 POISON-CRASH kills its worker process (as a segfault would), POISON-HANG never returns, POISON-STUBBORN
 ignores the soft time limit too. With
 ``FANYI_TEST_KILL_IN_FINALIZE`` set to a file that does not exist yet, the task that wrote a job's
@@ -14,11 +14,12 @@ from pathlib import Path
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from worker import documents, tasks
-from worker.app import app
+from worker.documents.translator import DocumentTranslator
+from worker.runtime import tasks
+from worker.runtime.app import app
 
 __all__ = ["app"]
-_translate = documents.DocumentTranslator.translate
+_translate = DocumentTranslator.translate
 
 
 def _poisoned(self, docs, options=None):
@@ -35,7 +36,7 @@ def _poisoned(self, docs, options=None):
     return _translate(self, docs, options)
 
 
-documents.DocumentTranslator.translate = _poisoned  # type: ignore[method-assign]
+DocumentTranslator.translate = _poisoned  # type: ignore[method-assign]
 
 
 _finalize = tasks.finalize

@@ -21,7 +21,7 @@ from tests.faulty_proxy import FaultyProxy
 from tests.jobs.conftest import assert_each_id_once, corpus, jobs_cli, output_rows, spec, submit, wait
 from tests.services import ROOT, RedisServer, wait_for
 from tests.tcp_cutter import TcpCutter
-from worker.artifact import MANIFEST, seal
+from worker.engine.artifact import MANIFEST, seal
 
 
 def health(worker) -> dict:

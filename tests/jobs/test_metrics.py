@@ -62,7 +62,7 @@ def _answers(port: int) -> bool:
 def redis_of_its_own(monkeypatch) -> Iterator[RedisServer]:
     """A Redis this test may stop, with this process's broker and cache pointed at it."""
     from contract import cache, settings
-    from worker import exporter
+    from worker.monitoring import exporter
 
     server = RedisServer().start()
     monkeypatch.setattr(settings, "CACHE_URL", server.url)
@@ -77,7 +77,7 @@ def redis_of_its_own(monkeypatch) -> Iterator[RedisServer]:
 
 def enqueue(url: str, per_priority: dict[int, int], queue: str = "translate.cpu") -> None:
     """Real chunk messages, sent the way ``jobs submit`` sends them."""
-    from worker.app import app
+    from worker.runtime.app import app
 
     with app.connection_for_write(url) as connection:
         for priority, count in per_priority.items():
@@ -89,7 +89,7 @@ def enqueue(url: str, per_priority: dict[int, int], queue: str = "translate.cpu"
 @contextmanager
 def delivered(url: str, count: int, queue: str = "translate.cpu") -> Iterator[list[Any]]:
     """Take ``count`` messages off the queue without acknowledging them, as a busy worker holds them."""
-    from worker.app import app
+    from worker.runtime.app import app
 
     with app.connection_for_read(url) as connection:
         channel = connection.default_channel
@@ -99,7 +99,7 @@ def delivered(url: str, count: int, queue: str = "translate.cpu") -> Iterator[li
 
 
 def test_the_backlog_is_every_priority_list_plus_what_workers_hold(redis_of_its_own) -> None:
-    from worker.exporter import backlog, broker
+    from worker.monitoring.exporter import backlog, broker
 
     enqueue(redis_of_its_own.url, {p: 8 for p in range(10)})  # 80 chunks, 8 in each priority list
     enqueue(redis_of_its_own.url, {0: 3}, queue="translate.gpu")
@@ -118,7 +118,7 @@ def _lists(queue: str) -> list[str]:
 def test_ended_jobs_are_exported_for_the_retention_then_leave_the_registry(redis_of_its_own) -> None:
     from contract import cache
     from jobs import api
-    from worker.exporter import QueueCollector
+    from worker.monitoring.exporter import QueueCollector
 
     now = [time.time()]  # record_ended stamps the real time
     collector = QueueCollector(retention=3600, clock=lambda: now[0])

@@ -37,8 +37,8 @@ def test_compaction_keeps_every_row_once_in_fewer_files_and_the_job_reads_the_sa
     assert {k: after[k] for k in ("state", "done", "chunks_done", "errors")} == {
         k: before[k] for k in ("state", "done", "chunks_done", "errors")
     }
-    from worker.deliveries import Deliveries
-    from worker.tasks import run_chunk
+    from worker.runtime.deliveries import Deliveries
+    from worker.runtime.tasks import run_chunk
 
     assert run_chunk(services["output"], job_id, 3, Deliveries(job_id, 3)) == "exists"  # a late redelivery
     assert storage.list(f"{job_id}/parts") == files  # writes no part beside the compacted file

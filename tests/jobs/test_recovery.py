@@ -18,7 +18,7 @@ from contract.job import part_key
 from contract.storage import open_storage
 from tests.jobs.conftest import assert_each_id_once, jobs_cli, output_rows, submit, wait
 from tests.services import RedisServer, wait_for
-from worker.artifact import MANIFEST, file_entries
+from worker.engine.artifact import MANIFEST, file_entries
 
 SLOW_REDELIVERY = {"FANYI_VISIBILITY_TIMEOUT": "600"}
 

@@ -46,7 +46,7 @@ def test_nothing_is_scheduled_unless_a_folder_is_named_and_the_demo_schedule_loa
 
 def test_beat_submits_a_due_run_itself_and_sends_the_workers_no_task(tmp_path, services, demo_artifact, producer):
     from jobs.schedules import CATCH_UP, RUN_SCHEDULE, SpecScheduler
-    from worker.app import app
+    from worker.runtime.app import app
 
     assert RUN_SCHEDULE not in app.tasks and CATCH_UP not in app.tasks  # the workers know no such task: beat runs it
     path = spec(
@@ -136,7 +136,7 @@ def test_a_run_that_failed_after_writing_its_job_is_completed_by_the_retry_not_s
 
 def schedule_series(name: str) -> dict[str, float]:
     """The exporter's series of schedule ``name``, as a scrape sees them."""
-    from worker import exporter
+    from worker.monitoring import exporter
 
     exporter.broker.cache_clear()
     families = list(exporter.QueueCollector().collect())

@@ -142,8 +142,8 @@ def test_credentials_never_appear_in_logs_or_errors(tmp_path, services, demo_art
 
 
 def test_chunks_are_bounded_by_source_tokens_and_a_long_document_is_alone(tmp_path, services, demo_artifact) -> None:
-    from worker.artifact import Artifact
-    from worker.tokenizer import Tokenizer
+    from worker.engine.artifact import Artifact
+    from worker.engine.tokenizer import Tokenizer
 
     short = "Tom has 3 apples."
     long = " ".join(["The meeting starts at 9 am."] * 30)

@@ -1,5 +1,5 @@
 """A worker's own ``/metrics`` where flower is installed (as the README's Flower section asks): Celery's
-command line loads flower's plugin, which imports prometheus_client before ``worker.metrics`` can choose
+command line loads flower's plugin, which imports prometheus_client before ``worker.monitoring.metrics`` can choose
 the multiprocess storage, so ``PROMETHEUS_MULTIPROC_DIR`` must be in the environment before the worker
 starts (the images and manifests set it); a worker started without it says so in one line."""
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from worker.documents import DocumentTranslator
+from worker.documents.translator import DocumentTranslator
+from worker.engine.memory import LocalMemory
+from worker.engine.tokenizer import Tokenizer, UnreadableText, unreadable
 from worker.engine.translator import Translator
-from worker.memory import LocalMemory
-from worker.tokenizer import Tokenizer, UnreadableText, unreadable
 
 LONE = "\ud800"  # a JSON "\ud800" escape without its low half: a str may hold it, UTF-8 cannot
 
@@ -88,7 +88,7 @@ def test_a_document_with_a_lone_surrogate_is_an_error_and_its_batch_translates(t
 
 @pytest.mark.parametrize("name", ["opus-mt-en-zh", "t5-small"])  # sentencepiece, and the tokenizers library
 def test_both_codecs_refuse_a_lone_surrogate_with_the_reason(name, artifacts) -> None:
-    from worker.artifact import Artifact
+    from worker.engine.artifact import Artifact
 
     tokenizer = Tokenizer.from_artifact(Artifact.load(artifacts[name]))
     for text in (f"Tom {LONE}", "\udcff"):

@@ -1,4 +1,4 @@
-"""The translation memory (``worker/memory.py``): reuse that is exact, keys that keep apart what differs,
+"""The translation memory (``worker/engine/memory.py``): reuse that is exact, keys that keep apart what differs,
 backends that bound themselves and never fail a translation."""
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ import redis
 
 from export_tools.verify import sample_sentences
 from tests.services import free_port
-from worker.engine.translator import Translation, Translator
-from worker.memory import LocalMemory, RedisMemory
+from worker.engine.memory import LocalMemory
+from worker.engine.translation import Translation
+from worker.engine.translator import Translator
+from worker.runtime.memory import RedisMemory
 
 ROOT = Path(__file__).resolve().parents[2]
 

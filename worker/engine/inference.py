@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from worker.artifact import TOKEN_ROWS, StoredTensor
+from worker.engine.artifact import TOKEN_ROWS, StoredTensor
 
 _NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 Cache = list[Any]  # cross-attention K/V per layer: numpy arrays, or OrtValues under IO binding

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from worker.artifact import Artifact
+from worker.engine.artifact import Artifact
 from worker.engine.inference import Inference, TokenRows
 
 log = logging.getLogger(__name__)

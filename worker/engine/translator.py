@@ -5,44 +5,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from worker.artifact import Artifact
+from worker.engine.artifact import Artifact
 from worker.engine.batching import Batch, plan_batches
 from worker.engine.inference import SOURCE_MULTIPLE, Inference, pad_batch
+from worker.engine.memory import Memory
 from worker.engine.search import DecodingOptions, SearchResult, Vocabulary, for_batch, generate
 from worker.engine.sessions import SessionPool
-from worker.tokenizer import Framing, Tokenizer, unreadable
-
-if TYPE_CHECKING:
-    from worker.memory import Memory
+from worker.engine.tokenizer import Framing, Tokenizer, unreadable
+from worker.engine.translation import Alternative, Translation
 
 MAX_TOKENS = 4096  # default token budget of one batch (source + beams * target tokens)
-
-
-@dataclass
-class Alternative:
-    """One hypothesis of a sentence: its text, generated ids (EOS included) and search score."""
-
-    text: str
-    tokens: list[int]
-    score: float
-
-
-@dataclass
-class Translation:
-    """The best hypothesis first in ``hypotheses`` (``num_hypotheses`` of them), and the sentence's flags."""
-
-    text: str
-    tokens: list[int]
-    score: float
-    hypotheses: list[Alternative] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)  # "truncated_input", "length_limit"
-    source_tokens: int = 0  # what the model read
-    reused: bool = False  # from a translation memory, or another copy of the text in the same call
-    error: str | None = None  # why the sentence could not be read (it was not translated: ``text`` is empty)
 
 
 class Translator:

@@ -1,0 +1,390 @@
+"""Document translation: segment, split what is too long, window, translate every window of every
+document in one engine call, stitch, check, and rebuild the layout. One result per document, always.
+
+Plan for a batch of documents (pure steps, then one engine call, then pure steps again):
+``units`` (the document's translatable text with its markup set aside, per ``format``) -> ``line_spans``
+-> ``split_long`` -> ``plan_windows`` -> ``Translator.translate_batch`` (all windows of all documents
+together, so short documents fill batches) -> ``stitch`` (with a context-free retranslation of the
+windows whose output does not align) -> the degeneration guard -> ``place`` (markup back around the
+words it enclosed) -> ``render``.
+
+Nothing is silently wrong: every sentence ends with a translation that passed the checks, a retried
+one that passed (flag ``retried``), or one that still shows a symptom (``empty``, ``repetition``,
+``length_limit``, ``length_ratio``, ``numbers``), which makes its document ``partial`` rather than ``ok``;
+so does a Markdown line whose markup could not be lifted out (``markup_unparsed``: translated as text).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from itertools import accumulate, pairwise
+
+from contract import settings
+from worker.documents import markup, structure
+from worker.documents.degeneration import SYMPTOMS, symptoms
+from worker.documents.markup import Mark, Unit
+from worker.documents.segment import Sentence, line_spans
+from worker.documents.split import split_long
+from worker.documents.stitch import render, stitch
+from worker.documents.windows import Window, plan_windows
+from worker.engine.memory import Memory
+from worker.engine.search import DecodingOptions
+from worker.engine.translation import Translation
+from worker.engine.translator import Translator
+
+# Marks up to this many characters (links, emphasis of a phrase) keep their words in one sentence.
+MARK_IN_ONE_SENTENCE = 300
+DEFAULT_BUDGET = 64  # source tokens per window (capped by the model's positions); ~4 demo-domain sentences
+# A sentence whose markup could not be lifted out went to the model markup and all: its document is partial.
+# A document whose translation lost or changed markup (``worker.documents.structure``) says so too.
+MARKUP_SYMPTOMS = frozenset({"markup_unparsed", "markup_changed"})
+_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # what ends a paragraph of text or Markdown
+# Control and zero-width characters become spaces: offsets stay those of the source text.
+_INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u2028\u2029\u2060\ufeff]")
+
+
+def sanitize(text: str) -> str:
+    return _INVISIBLE.sub(" ", text)
+
+
+@dataclass
+class SentenceResult:
+    """One source sentence: its span, its translation's span in the document's translation, its flags."""
+
+    source: tuple[int, int]
+    target: tuple[int, int]
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DocumentResult:
+    id: str
+    translation: str
+    status: str  # "ok" | "partial" (a sentence still shows a symptom) | "error" (nothing translated)
+    error: str | None = None
+    sentences: list[SentenceResult] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # the sentences' flags and the document's own ("cleaned", ...)
+    # "prepare": this document's segmenting and planning; "translate": its share (by source tokens)
+    # of the engine time of the call it was translated in; "total": the two together.
+    timings: dict[str, float] = field(default_factory=dict)
+    tokens: int = 0  # source tokens the model saw, context sentences included
+    windows: int = 0  # engine inputs the document was cut into
+    # Of them, those reused: from the translation memory (``worker.engine.memory``), or a copy earlier in the call.
+    reused_windows: int = 0
+    reused_tokens: int = 0  # source tokens of those: what the engine did not have to read
+
+
+@dataclass
+class _Plan:
+    """One document's units, sentences (split to fit; in their unit's plain coordinates), windows,
+    and what became of each sentence."""
+
+    id: str
+    text: str
+    units: list[Unit]
+    sentences: list[Sentence]
+    windows: list[Window]
+    tokens: int  # source tokens the model sees, context included
+    flags: set[str]  # the document's own
+    sentence_flags: list[set[str]]
+    translations: list[str] = field(default_factory=list)
+    crlf: list[int] = field(default_factory=list)  # offsets (in ``text``) of the line ends written ``\r\n``
+    marked: list[str] = field(default_factory=list)  # the translations written in the format, markup back in
+    limited: set[int] = field(default_factory=set)  # sentences whose window output hit the length limit
+    reused: list[Translation] = field(default_factory=list)  # window outputs the memory gave
+    prepare_seconds: float = 0.0
+
+
+class DocumentTranslator:
+    """``format``: ``text`` (no markup handling: lines are layout), ``markdown`` or ``html`` (markup kept
+    in place, code never translated; see ``worker.documents.markup``)."""
+
+    def __init__(
+        self,
+        translator: Translator,
+        *,
+        budget: int = DEFAULT_BUDGET,
+        overlap: int = 1,
+        max_chars: int = settings.MAX_DOCUMENT_CHARS,  # a longer document is an error asking to split it
+        format: str = "text",
+        memory: Memory | None = None,  # translations of earlier windows (``worker.engine.memory``); None: none kept
+    ):
+        if format not in markup.FORMATS:
+            raise ValueError(f"unknown format {format!r}: use one of {', '.join(markup.FORMATS)}")
+        limit = (translator.max_positions or budget + 2) - 2
+        self.translator, self.budget, self.overlap = translator, min(budget, limit), overlap
+        self.max_chars, self.format, self.memory = max_chars, format, memory
+
+    def _count(self, text: str) -> int:
+        return len(self.translator.tokenizer.encode(text))
+
+    def plan(self, doc_id: str, text: str) -> _Plan:
+        if len(text) > self.max_chars:
+            raise ValueError(
+                f"document has {len(text):,} characters, more than the limit of {self.max_chars:,}: "
+                "split it into smaller documents"
+            )
+        lines = text.replace("\r\n", "\n")  # line endings go back as they came (``_endings_back``)
+        clean = sanitize(lines)
+        flags: set[str] = {"cleaned"} if clean != lines else set()
+        units = markup.units(clean, self.format)
+        sentences: list[Sentence] = []
+        sentence_flags: list[set[str]] = []
+        for number, unit in enumerate(units):
+            code = [(m.start, m.end) for m in unit.marks if m.verbatim]
+            kept = [(m.start, m.end) for m in unit.marks if m.verbatim or 0 < m.end - m.start <= MARK_IN_ONE_SENTENCE]
+            for start, end, cut in _joined_inside(line_spans(unit.plain), kept):
+                pieces = split_long(Sentence(start, end, number, unit.plain[start:end]), self._count, self.budget)
+                sentences += pieces
+                sentence_flags += [
+                    ({"split"} if len(pieces) > 1 or cut else set()) | ({"code"} if _covered(p, code) else set())
+                    for p in pieces
+                ]
+        counts = [self._count(s.text) for s in sentences]
+        paragraph = _paragraphs(clean, units, self.format)
+        breaks = [
+            i for i in range(1, len(sentences)) if paragraph[sentences[i].line] != paragraph[sentences[i - 1].line]
+        ]
+        windows = plan_windows(doc_id, counts, budget=self.budget, overlap=self.overlap, breaks=breaks)
+        tokens = sum(sum(counts[w.start : w.end]) for w in windows)
+        translations = [""] * len(sentences)
+        crlf = _crlf_lines(text)
+        return _Plan(doc_id, clean, units, sentences, windows, tokens, flags, sentence_flags, translations, crlf)
+
+    def translate(
+        self, documents: Sequence[tuple[str, str]], options: DecodingOptions | None = None
+    ) -> list[DocumentResult]:
+        """``documents`` are ``(id, text)``; a document that fails becomes an error result, never an exception."""
+        options = options or self.translator.options()
+        plans = [self._plan_or_error(doc_id, text) for doc_id, text in documents]
+        live = [p for p in plans if isinstance(p, _Plan)]
+        started = time.perf_counter()
+        jobs = [(p, w) for p in live for w in p.windows]
+        outputs = self.translator.translate_batch([_window_text(p, w) for p, w in jobs], options, self.memory)
+        self._stitch(jobs, outputs, options)
+        _copy_untranslatable(live)
+        self._guard(live, options)
+        self._place_markup(live, options)
+        per_token = (time.perf_counter() - started) / max(1, sum(p.tokens for p in live))
+        return [p if isinstance(p, DocumentResult) else _result(p, per_token, self.format) for p in plans]
+
+    def _plan_or_error(self, doc_id: str, text: str) -> _Plan | DocumentResult:
+        started = time.perf_counter()
+        try:
+            plan = self.plan(doc_id, text)
+        except Exception as err:  # noqa: BLE001 - bad input must not sink the batch
+            seconds = time.perf_counter() - started
+            return DocumentResult(doc_id, "", "error", f"{type(err).__name__}: {err}", timings={"total": seconds})
+        plan.prepare_seconds = time.perf_counter() - started
+        return plan
+
+    def _stitch(self, jobs: list[tuple[_Plan, Window]], outputs: list[Translation], options: DecodingOptions) -> None:
+        """Each window's translation shared out to its sentences; windows that do not align are
+        retranslated sentence by sentence (flag ``restitched``)."""
+        retry: list[tuple[_Plan, int]] = []
+        for (plan, window), out in zip(jobs, outputs):
+            if out.reused:
+                plan.reused.append(out)
+            pieces = stitch(window, out.text)
+            responsible = range(window.first, window.last)
+            if pieces is None:
+                retry += [(plan, i) for i in responsible]
+                continue
+            for i, piece in zip(responsible, pieces):
+                plan.translations[i] = piece
+                if "length_limit" in out.flags:
+                    plan.limited.add(i)
+        redone = self.translator.translate_batch([plan.sentences[i].text for plan, i in retry], options, self.memory)
+        for (plan, i), out in zip(retry, redone):
+            plan.translations[i] = out.text
+            plan.sentence_flags[i].add("restitched")
+            if "length_limit" in out.flags:
+                plan.limited.add(i)
+
+    def _guard(self, plans: list[_Plan], options: DecodingOptions) -> None:
+        """Retry sentences that show a symptom alone, in fp32 when the artifact has it, with a wider beam
+        and no repeated trigrams; keep the result with fewer symptoms, and flag what remains."""
+        suspects = [
+            (plan, i, seen)
+            for plan in plans
+            for i, sentence in enumerate(plan.sentences)
+            if "copied" not in plan.sentence_flags[i]
+            and (seen := symptoms(sentence.text, plan.translations[i], hit_length_limit=i in plan.limited))
+        ]
+        if not suspects:
+            return
+        stronger = replace(
+            options,
+            beam_size=max(options.beam_size, 4),
+            num_hypotheses=1,
+            no_repeat_ngram_size=options.no_repeat_ngram_size or 3,
+        )
+        retry = (
+            self.translator.at_precision("fp32") if "fp32" in self.translator.artifact.precisions else self.translator
+        )
+        redone = retry.translate_batch([plan.sentences[i].text for plan, i, _ in suspects], stronger, self.memory)
+        for (plan, i, before), out in zip(suspects, redone):
+            after = symptoms(plan.sentences[i].text, out.text, hit_length_limit="length_limit" in out.flags)
+            if len(after) < len(before):
+                plan.translations[i], before = out.text, after
+            plan.sentence_flags[i] |= {"retried", *before}
+
+    def _place_markup(self, plans: list[_Plan], options: DecodingOptions) -> None:
+        """Each sentence's translation written in the document's format, its marks put back; words a
+        mark encloses are translated on their own (one engine call) to find them in the translation."""
+        assigned = {id(plan): _assign(plan) for plan in plans}
+        inner = sorted(
+            {
+                words
+                for plan in plans
+                for i, marks in assigned[id(plan)].items()
+                for words in markup.needs_inner(plan.sentences[i].text, marks)
+            }
+        )
+        found = dict(zip(inner, (t.text for t in self.translator.translate_batch(inner, options, self.memory))))
+        for plan in plans:
+            for i, sentence in enumerate(plan.sentences):
+                marks = assigned[id(plan)].get(i, [])
+                last = i + 1 == len(plan.sentences) or plan.sentences[i + 1].line != sentence.line
+                unit = plan.units[sentence.line]
+                placed = markup.place(
+                    sentence.text, plan.translations[i], marks, found, self.format, last, unit.escaped
+                )
+                plan.marked.append(placed.text)
+                if placed.moved:
+                    plan.sentence_flags[i].add("markup_moved")
+                if unit.raw:  # its markup went to the model as text: check it
+                    plan.sentence_flags[i].add("markup_unparsed")
+
+
+def _assign(plan: _Plan) -> dict[int, list[Mark]]:
+    """Each mark of each unit given to the sentence it lies in, in that sentence's coordinates; a mark
+    over several sentences is cut in two at their boundaries (see ``_share``)."""
+    by_unit: dict[int, list[int]] = {}
+    for i, sentence in enumerate(plan.sentences):
+        by_unit.setdefault(sentence.line, []).append(i)
+    assigned: dict[int, list[Mark]] = {}
+    for number, unit in enumerate(plan.units):
+        members = by_unit.get(number, [])
+        for mark in unit.marks if members else []:
+            for i, local in _share(mark, [plan.sentences[i] for i in members], members):
+                assigned.setdefault(i, []).append(local)
+    return assigned
+
+
+def _share(mark: Mark, sentences: list[Sentence], indices: list[int]) -> list[tuple[int, Mark]]:
+    inside = [k for k, s in enumerate(sentences) if s.start < mark.end and s.end > mark.start]
+    if mark.start == mark.end or not inside:  # an atom, or markup around nothing but spaces: kept whole
+        k = next((k for k, s in enumerate(sentences) if mark.start < s.end), len(sentences) - 1)
+        at = min(max(mark.start - sentences[k].start, 0), len(sentences[k].text))
+        return [(indices[k], replace(mark, start=at, end=at))]
+    first, last = sentences[inside[0]], sentences[inside[-1]]
+    if len(inside) == 1:
+        start, end = max(mark.start, first.start) - first.start, min(mark.end, first.end) - first.start
+        return [(indices[inside[0]], replace(mark, start=start, end=end))]
+    if mark.verbatim:  # code a split had to cut: whole in place of its first piece, nothing of the others
+        pieces = []
+        for k in inside:
+            start, end = max(mark.start, sentences[k].start), min(mark.end, sentences[k].end)
+            whole = mark.whole if k == inside[0] else ""
+            offset = sentences[k].start
+            pieces.append((indices[k], replace(mark, start=start - offset, end=end - offset, whole=whole)))
+        return pieces
+    # Two halves, each a mark of its sentence: from the mark's start to the first sentence's end, and from
+    # the last one's start to the mark's end (the sentences between are inside it whole).
+    opening = replace(mark, start=max(mark.start - first.start, 0), end=len(first.text), close="")
+    closing = replace(mark, start=0, end=min(mark.end, last.end) - last.start, open="")
+    return [(indices[inside[0]], opening), (indices[inside[-1]], closing)]
+
+
+def _result(plan: _Plan, seconds_per_token: float, fmt: str) -> DocumentResult:
+    text, alignment = render(plan.text, plan.units, plan.sentences, plan.marked, plan.translations)
+    changed = structure.differences(plan.text, text, fmt)
+    text, target_crlf = _endings_back(text, plan)
+    sentences = [
+        SentenceResult(_shifted(src, plan.crlf), _shifted(tgt, target_crlf), sorted(f))
+        for (src, tgt), f in zip(alignment, plan.sentence_flags)
+    ]
+    flags = plan.flags.union(*plan.sentence_flags) | ({"markup_changed"} if changed else set())
+    status = "partial" if flags & (SYMPTOMS | MARKUP_SYMPTOMS) else "ok"
+    timings = {"prepare": plan.prepare_seconds, "translate": plan.tokens * seconds_per_token}
+    timings["total"] = timings["prepare"] + timings["translate"]
+    reused = len(plan.reused), sum(t.source_tokens for t in plan.reused)
+    return DocumentResult(
+        plan.id, text, status, None, sentences, sorted(flags), timings, plan.tokens, len(plan.windows), *reused
+    )
+
+
+def _crlf_lines(text: str) -> list[int]:
+    """Where each ``\\r\\n`` of ``text`` ends a line, counted in the text with ``\\n`` line ends."""
+    return [m.start() - k for k, m in enumerate(re.finditer("\r\n", text))]
+
+
+def _endings_back(translation: str, plan: _Plan) -> tuple[str, list[int]]:
+    """The translation with the source's line ends: line for line where it kept the source's lines
+    (Markdown and text always do), else ``\\r\\n`` throughout when the source wrote them throughout."""
+    if not plan.crlf:
+        return translation, []
+    ends = [m.start() for m in re.finditer("\n", translation)]
+    source_ends = [m.start() for m in re.finditer("\n", plan.text)]
+    if len(ends) == len(source_ends):
+        crlf = set(plan.crlf)
+        written = [at for at, source_at in zip(ends, source_ends) if source_at in crlf]
+    else:
+        written = ends if len(plan.crlf) == len(source_ends) else []
+    out, cursor = [], 0
+    for at in written:
+        out += [translation[cursor:at], "\r"]
+        cursor = at
+    return "".join(out) + translation[cursor:], written
+
+
+def _shifted(span: tuple[int, int], crlf: list[int]) -> tuple[int, int]:
+    """A span of the text with ``\\n`` line ends as a span of the text as written (``crlf``: ``_crlf_lines``)."""
+    return span[0] + bisect.bisect_left(crlf, span[0]), span[1] + bisect.bisect_left(crlf, span[1])
+
+
+def _covered(sentence: Sentence, spans: list[tuple[int, int]]) -> bool:
+    """Whether ``spans`` (code) cover every non-blank character of the sentence."""
+    return all(
+        any(a <= k < b for a, b in spans)
+        for k in range(sentence.start, sentence.end)
+        if not sentence.text[k - sentence.start].isspace()
+    )
+
+
+def _joined_inside(spans: list[tuple[int, int, bool]], code: list[tuple[int, int]]) -> list[tuple[int, int, bool]]:
+    """Sentence spans joined where a boundary falls inside code (``idna.encode()``, ``.netrc``) or a mark
+    (a link the segmenter cut): code is one piece, never translated in halves, and two marks cut across
+    sentences would open and close around each other's sentences, nested otherwise than in the source."""
+    joined: list[tuple[int, int, bool]] = []
+    for start, end, cut in spans:
+        if joined and any(a < joined[-1][1] and start < b for a, b in code):
+            joined[-1] = (joined[-1][0], end, joined[-1][2] or cut)
+        else:
+            joined.append((start, end, cut))
+    return joined
+
+
+def _copy_untranslatable(plans: list[_Plan]) -> None:
+    """Sentences of only punctuation, symbols or emoji, or only code, pass through unchanged: there is
+    nothing to translate."""
+    for plan in plans:
+        for i, sentence in enumerate(plan.sentences):
+            if "code" in plan.sentence_flags[i] or not any(ch.isalnum() for ch in sentence.text):
+                plan.translations[i] = sentence.text
+                plan.sentence_flags[i] = (plan.sentence_flags[i] - {"code"}) | {"copied"}
+
+
+def _paragraphs(text: str, units: list[Unit], fmt: str) -> list[int]:
+    """Each unit's paragraph number: a new one after a blank line, or at every unit in HTML (its blocks)."""
+    starts = (fmt == "html" or bool(_BLANK_LINE.search(text, a.end, b.start)) for a, b in pairwise(units))
+    return list(accumulate(starts, initial=0))
+
+
+def _window_text(plan: _Plan, window: Window) -> str:
+    return " ".join(s.text for s in plan.sentences[window.start : window.end])

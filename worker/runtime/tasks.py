@@ -1,0 +1,173 @@
+"""The chunk task: read a chunk's documents, translate them, write their part once.
+
+Delivery is at-least-once, so the task is idempotent: the part's key is fixed by (job, chunk), it is
+created only if absent (a duplicate or redelivered chunk finds it and stops, or loses the race and
+discards its copy), and metrics and progress count only the delivery that created it. The fault policy
+around it (retries, environment faults, error rows, the soft time limit) is ``ChunkTask``'s
+(``worker.runtime.chunk_task``).
+
+Poison documents: a chunk is first translated in one engine call. After a delivery of it died
+(``worker.runtime.deliveries``), the next ones translate document by document, recording which document
+they are on; a document that was in progress in two deliveries that died alone (their worker still
+beating) is written as an error row. After ``FANYI_MAX_DEATHS`` deaths the remaining documents become
+error rows rather than loop forever.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from contract import settings
+from contract.job import (
+    TRANSLATE_CHUNK,
+    Document,
+    Job,
+    compacted_chunks,
+    decode_documents,
+    encode_rows,
+    finalize,
+    input_key,
+    part_key,
+    read_own,
+)
+from contract.messages import InvalidChunk
+from contract.storage import Storage, open_storage
+from worker.documents.translator import DEFAULT_BUDGET, DocumentResult, DocumentTranslator
+from worker.engine.artifact import ArtifactChanged
+from worker.engine.memory import Memory
+from worker.engine.search import DecodingOptions
+from worker.monitoring import metrics
+from worker.runtime.app import app
+from worker.runtime.chunk_task import ChunkTask, job_manifest
+from worker.runtime.deliveries import Deliveries
+from worker.runtime.engines import job_translator
+from worker.runtime.faults import ChunkFault, JobGone
+from worker.runtime.memory import forget_job_memory, job_memory
+
+log = logging.getLogger(__name__)
+DECODING_OPTIONS = ("beam_size", "max_new_tokens", "source_language", "target_language", "source_prefix")
+
+
+@app.task(base=ChunkTask, name=TRANSLATE_CHUNK, bind=True)
+def translate_chunk(task: ChunkTask, output: str, job_id: str, chunk: int, deliveries: Deliveries) -> str:
+    """Translate chunk ``chunk`` of job ``job_id`` under ``output``: ``written``, or why not."""
+    return run_chunk(output, job_id, chunk, deliveries)
+
+
+def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> str:
+    storage = open_storage(output)
+    try:
+        job = job_manifest(output, job_id)
+    except (FileNotFoundError, NotADirectoryError) as err:
+        raise JobGone(f"the job's manifest is gone ({err})") from None
+    if not 0 <= chunk < len(job.chunks):  # not the chunk's fault: there is no such chunk to write a part for
+        raise InvalidChunk(f"job {job_id} has {len(job.chunks)} chunks, not a chunk {chunk}")
+    key = part_key(job_id, chunk)
+    if storage.exists(key) or chunk in compacted_chunks(storage, job):  # done, and maybe compacted since
+        finalize(storage, job)
+        return "exists"
+    if storage.exists(job.key("_CANCELLED")):
+        return "cancelled"
+    documents = _documents(storage, job_id, chunk)
+    memory = job_memory(output, job_id, job.spec)
+    rows = translate_rows(job, documents, deliveries, memory)
+    if not storage.create(key, encode_rows(rows)):
+        return "duplicate"  # another delivery wrote this part first; its content stands
+    if metrics.record_part(job_id, rows) and finalize(storage, job) is not None:  # storage decides
+        forget_job_memory(output, job_id, job.spec)
+    return "written"
+
+
+def _documents(storage: Storage, job_id: str, chunk: int) -> list[Document]:
+    """The chunk's input; a missing or unreadable one is the chunk's own fault."""
+    try:
+        data = read_own(storage, input_key(job_id, chunk))
+    except FileNotFoundError as err:
+        raise ChunkFault(f"its input is gone ({err})") from None
+    try:
+        return decode_documents(data)
+    except Exception as err:  # noqa: BLE001 - pyarrow raises several kinds for a damaged file
+        raise ChunkFault(f"its input is unreadable ({type(err).__name__}: {err})") from None
+
+
+def translate_rows(
+    job: Job, documents: Sequence[Document], deliveries: Deliveries, memory: Memory | None = None
+) -> list[dict[str, Any]]:
+    """One row per document: bad input rows as error rows, the others translated."""
+    readable = [(d.id, d.text) for d in documents if d.error is None and d.text is not None]
+    results = iter(_translate(job, readable, deliveries, memory))
+    return [
+        _row(DocumentResult(d.id, "", "error", d.error) if d.error is not None else next(results), d.text or "", job)
+        for d in documents
+    ]
+
+
+def _translate(
+    job: Job, documents: list[tuple[str, str]], deliveries: Deliveries, memory: Memory | None
+) -> list[DocumentResult]:
+    translator = job_translator(job, deliveries.worker)
+    spec_options = job.spec.get("options", {})
+    engine = DocumentTranslator(
+        translator,
+        overlap=spec_options.get("overlap", 1),
+        budget=spec_options.get("budget", DEFAULT_BUDGET),
+        format=spec_options.get("format", "text"),
+        memory=memory,
+    )
+    options = translator.options(**{k: v for k, v in spec_options.items() if k in DECODING_OPTIONS})
+    deaths, poisoned = deliveries.deaths, deliveries.poisoned
+    if deaths >= settings.MAX_DEATHS:
+        message = f"gave up after {deaths} deliveries of this chunk died (killed or timed out); see the worker logs"
+        return [DocumentResult(doc_id, "", "error", message) for doc_id, _ in documents]
+    if deaths == 0:
+        try:
+            return engine.translate(documents, options)
+        except (SoftTimeLimitExceeded, ArtifactChanged):  # no document's fault
+            raise
+        except Exception as err:  # noqa: BLE001 - isolate the document that caused it
+            log.warning("chunk of job %s failed as a whole (%s); translating document by document", job.id, err)
+    return [_isolated(engine, options, doc, deliveries, poisoned) for doc in documents]
+
+
+def _isolated(
+    engine: DocumentTranslator,
+    options: DecodingOptions,
+    document: tuple[str, str],
+    deliveries: Deliveries,
+    poisoned: set[str],
+) -> DocumentResult:
+    doc_id, text = document
+    if doc_id in poisoned:
+        metrics.ERRORS.labels(kind="poison").inc()
+        return DocumentResult(
+            doc_id, "", "error", "the engine crashed or timed out on this document twice; it was skipped"
+        )
+    deliveries.suspect(doc_id)
+    try:
+        (result,) = engine.translate([document], options)
+    except SoftTimeLimitExceeded:
+        raise  # the suspect stays recorded: it gets a strike
+    except ArtifactChanged:
+        deliveries.suspect(None)  # no document's fault: the chunk is retried, no document struck
+        raise
+    except Exception as err:  # noqa: BLE001 - one document's failure is its own error row
+        result = DocumentResult(doc_id, "", "error", f"{type(err).__name__}: {err}")
+    deliveries.suspect(None)
+    return result
+
+
+def _row(result: DocumentResult, source: str, job: Job) -> dict[str, Any]:
+    row = asdict(result)
+    row["sentences"] = [
+        {"source_start": s.source[0], "source_end": s.source[1], "target_start": s.target[0],
+         "target_end": s.target[1], "flags": s.flags}
+        for s in result.sentences
+    ]  # fmt: skip
+    timings = result.timings or {}
+    row["timings"] = {k: float(timings.get(k, 0.0)) for k in ("prepare", "translate", "total")}
+    return {**row, "job_id": job.id, "source": source, "artifact_id": job.artifact_id}
