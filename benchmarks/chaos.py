@@ -85,7 +85,7 @@ def write_spec(root: Path, count: int, name: str) -> Path:
 def job(spec: Path, job_id: str, victims: list, args: argparse.Namespace) -> tuple[list[dict], float]:
     """Submit the job and wait for its ``_SUCCESS`` (written by the workers, not by this process), killing
     and restarting one of ``victims`` at random intervals meanwhile; its rows and the seconds it took."""
-    from contract.job import read_rows
+    from contract.rows import read_rows
     from contract.storage import open_storage
 
     storage, rng = open_storage("s3://chaos/out"), random.Random(args.seed)

@@ -116,10 +116,10 @@ def job(documents: list[dict[str, str]], rounds: int) -> None:
 
 
 def _run_job(corpus: Path, output: Path, memory: str) -> tuple[float, float, float, list[Any]]:
-    from contract.job import read_rows
+    from contract.rows import read_rows
+    from contract.spec import JobSpec
     from contract.storage import open_storage
     from jobs import api
-    from jobs.spec import JobSpec
 
     spec = JobSpec(
         name=f"memory-{memory}", inputs=[str(corpus)], output=str(output), artifact=str(ARTIFACT.resolve()),

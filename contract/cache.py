@@ -9,13 +9,20 @@ are not listed here.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from contract import settings
-from contract.job import Tally, read_job, read_rows, result_keys
+from contract.job import Tally, read_job, result_keys
+from contract.rows import read_rows
+from contract.spec import MEMORY_SCOPES
 from contract.storage import open_storage
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 JOBS_KEY = "fanyi:jobs"  # hash: job id -> output prefix, for the exporter and the CLI
 JOB_PROGRESS_KEY = "fanyi:progress:{job}"  # hash: total, documents, errors, partial, flag:<name>, windows, ..., ended
@@ -35,7 +42,7 @@ SCHEDULE_SUBMITTING_KEY = "fanyi:schedule:{name}:submitting"  # the job id beat 
 # In the broker's Redis (``broker()``), beside kombu's own keys:
 BROKER_MARK_KEY = "fanyi:broker"  # set once; gone when the broker lost its keys (restart without disk, FLUSHALL)
 INSTANCE_KEY = "fanyi:instance:{hostname}"  # the worker instance now beating under that name, for 3 heartbeats
-HELD_KEY = "fanyi:held"  # hash: delivery tag -> {"worker", "instance"} that received that message
+HELD_KEY = "fanyi:held"  # hash: delivery tag -> {"worker", "holder"} that received that message
 REENQUEUE_LOCK = "fanyi:reenqueue:{job}:{mark}"  # one watchdog enqueues a job's lost chunks again
 UNACKED_KEY = "unacked"  # kombu's hash of delivered, unacknowledged messages: tag -> [message, exchange, queue]
 UNACKED_INDEX_KEY = "unacked_index"  # kombu's sorted set: tag -> when it was delivered
@@ -73,17 +80,18 @@ def count_part(job_id: str, tally: Tally) -> bool:
     the total recorded at submission, and True whenever the cache cannot tell (lost or down), so a lost
     cache costs a storage listing, never a job left without its ``_SUCCESS``."""
     progress = JOB_PROGRESS_KEY.format(job=job_id)
-    try:
+
+    def count() -> bool:
         pipeline = cache().pipeline().hincrby(progress, "documents", sum(tally.statuses.values()))
         pipeline.hincrby(progress, "errors", tally.statuses["error"])
         pipeline.hincrby(progress, "partial", tally.statuses["partial"])
-        for flag, count in tally.sentence_flags.items():
-            pipeline.hincrby(progress, f"flag:{flag}", count)
+        for flag, number in tally.sentence_flags.items():
+            pipeline.hincrby(progress, f"flag:{flag}", number)
         pipeline.hincrby(progress, "windows", tally.windows).hincrby(progress, "reused_windows", tally.reused_windows)
         done, *_, total = pipeline.hget(progress, "total").execute()
-    except Exception:  # noqa: BLE001 - a cache; `jobs status` counts from storage
-        return True
-    return total is None or int(done) >= int(total)
+        return total is None or int(done) >= int(total)
+
+    return best_effort(f"job {job_id}'s progress not counted: storage will tell when it ends", count, True)
 
 
 def rebuild_progress(job_id: str, output: str) -> None:
@@ -124,14 +132,9 @@ def record_ended(job_id: str, ended: bool = True) -> None:
     ``FANYI_JOB_METRICS_RETENTION`` seconds, then forgets it. A finished job is seen ending by the
     exporter itself (its documents reach its total)."""
     progress = JOB_PROGRESS_KEY.format(job=job_id)
-    try:
-        cache().hset(progress, "ended", time.time()) if ended else cache().hdel(progress, "ended")
-    except Exception:  # noqa: BLE001 - a cache: the exporter rebuilds it from storage
-        pass
-
-
-MEMORY_SCOPES = ("off", "job", "shared")  # a job spec's ``memory``
-MEMORY_DEFAULT = "job"  # a spec that names none (and jobs submitted before the memory existed)
+    change = lambda: cache().hset(progress, "ended", time.time()) if ended else cache().hdel(progress, "ended")
+    unrecorded = f"job {job_id}'s end not recorded for the exporter, which rebuilds it from storage"
+    best_effort(unrecorded, change, 0, logging.DEBUG)  # the verb that calls it says what matters, in one line
 
 
 def memory_namespace(output: str, job_id: str, scope: str, shared_prefix: str | None = None) -> str | None:
@@ -161,3 +164,18 @@ def clear_memory(output: str, job_id: str | None = None) -> dict[str, int]:
     if names:
         client.delete(*names)
     return {name.removeprefix("fanyi:memory:"): n for name, n in zip(names, sizes) if n}
+
+
+def best_effort(what: str, action: Callable[[], T], default: T, level: int = logging.WARNING) -> T:
+    """``action()``: a call to Redis whose loss costs time, never an output (a cache, a record, a lease, a
+    counter). When it fails: one log line saying ``what`` could not be done, and ``default``. A task's
+    time limit raised meanwhile is no failure of Redis: it goes through to the task."""
+    from billiard.exceptions import SoftTimeLimitExceeded
+
+    try:
+        return action()
+    except SoftTimeLimitExceeded:
+        raise
+    except Exception as err:  # noqa: BLE001 - whatever Redis, its client or a damaged value raise
+        log.log(level, "%s (%s)", what, err)
+        return default

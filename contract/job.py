@@ -28,7 +28,6 @@ change afterwards, and ``resume`` needs nothing but this prefix.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
 import time
@@ -38,16 +37,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from contract import settings
+from contract.parquet import parquet_bytes, read_parquet
+from contract.rows import Row, encode_rows, read_rows
+from contract.spec import JobSpec
 from contract.storage import Storage, StorageError
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MANIFEST = "_job.json"
 TRANSLATE_CHUNK = "fanyi.translate_chunk"  # the task of a chunk message; its args: output, job id, chunk
 COMPACTED = "_COMPACTED"  # which chunks each compacted file holds (``jobs compact``)
-ROW_FIELDS = (
-    "job_id", "id", "source", "translation", "status", "error", "flags", "sentences", "artifact_id", "timings",
-    "windows", "reused_windows",
-)  # fmt: skip
 
 
 def check_job_id(job_id: str) -> str:
@@ -59,7 +57,7 @@ def check_job_id(job_id: str) -> str:
 @dataclass
 class Job:
     id: str
-    spec: dict[str, Any]
+    spec: JobSpec
     artifact_id: str
     chunks: list[int]  # documents per chunk
     created: float = field(default_factory=time.time)
@@ -72,12 +70,11 @@ class Job:
     @property
     def queue(self) -> str:
         """The queue of the workers of the job's device."""
-        return settings.queue_for(self.spec.get("device", "cpu"))
+        return settings.queue_for(self.spec.device)
 
     def chunk_message(self, output: str, chunk: int) -> dict[str, Any]:
         """What enqueues chunk ``chunk`` of this job under ``output``: ``app.send_task(TRANSLATE_CHUNK, **this)``."""
-        priority = int(self.spec.get("priority", settings.DEFAULT_PRIORITY))
-        return {"args": [output, self.id, chunk], "queue": self.queue, "priority": priority}
+        return {"args": [output, self.id, chunk], "queue": self.queue, "priority": self.spec.priority}
 
     def key(self, name: str) -> str:
         return f"{check_job_id(self.id)}/{name}"
@@ -160,16 +157,14 @@ def chunk_ids(storage: Storage, job: Job, chunk: int) -> list[str]:
         return [f"{job.id}/chunk-{chunk:05d}/document-{k}" for k in range(job.chunks[chunk])]
 
 
-def write_failed_chunk(storage: Storage, job: Job, chunk: int, reason: str) -> list[dict[str, Any]]:
+def write_failed_chunk(storage: Storage, job: Job, chunk: int, reason: str) -> list[Row]:
     """The chunk's documents as error rows with ``reason``, created once like any part, and then why it
     failed, for ``jobs status``: only by the call that created the part, so a good part that exists is
     never listed as failed. Returns the rows (empty if a part already existed)."""
     rows = [
-        {"job_id": job.id, "id": doc_id, "source": "", "translation": "", "status": "error", "error": reason,
-         "flags": ["chunk_failed"], "sentences": [], "artifact_id": job.artifact_id,
-         "timings": {"prepare": 0.0, "translate": 0.0, "total": 0.0}}
+        Row.failed(job.id, job.artifact_id, doc_id, reason, ["chunk_failed"])
         for doc_id in chunk_ids(storage, job, chunk)
-    ]  # fmt: skip
+    ]
     if not storage.create(part_key(job.id, chunk), encode_rows(rows)):
         return []
     storage.put(failure_key(job.id, chunk), json.dumps({"reason": reason, "time": time.time()}).encode())
@@ -177,15 +172,17 @@ def write_failed_chunk(storage: Storage, job: Job, chunk: int, reason: str) -> l
 
 
 def write_job(storage: Storage, job: Job) -> None:
-    if not storage.create(job.key(MANIFEST), json.dumps(asdict(job), indent=1).encode()):
+    manifest = {**asdict(job), "spec": job.spec.to_dict()}
+    if not storage.create(job.key(MANIFEST), json.dumps(manifest, indent=1).encode()):
         raise StorageError(f"job {job.id} already exists under {storage.uri}")
 
 
 def read_job(storage: Storage, job_id: str) -> Job:
     try:
-        return Job(**json.loads(storage.read(f"{check_job_id(job_id)}/{MANIFEST}")))
+        manifest = json.loads(storage.read(f"{check_job_id(job_id)}/{MANIFEST}"))
     except FileNotFoundError:
         raise FileNotFoundError(f"no job {job_id!r} under {storage.uri} (is the output prefix right?)") from None
+    return Job(**{**manifest, "spec": JobSpec.from_dict(manifest["spec"], source=f"the manifest of job {job_id}")})
 
 
 def list_jobs(storage: Storage) -> list[str]:
@@ -234,71 +231,10 @@ def encode_documents(documents: Sequence[Document]) -> bytes:
     return parquet_bytes(pa.table(columns))
 
 
-def read_parquet(data: bytes, columns: list[str] | None = None) -> Any:
-    """A Parquet table from bytes, read synchronously on this thread.
-
-    Not ``pq.read_table(io.BytesIO(data))``: its dataset reader leaves read-ahead work on Arrow's IO
-    threads holding the Python buffer, and when such a thread drops it during interpreter exit it
-    aborts the process ("terminate called without an active exception", seen in CI)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    with pq.ParquetFile(pa.BufferReader(data), pre_buffer=False) as parquet:
-        return parquet.read(columns=columns, use_threads=False)
-
-
 def decode_documents(data: bytes) -> list[Document]:
     table = read_parquet(data)
     errors = table.column("error").to_pylist() if "error" in table.column_names else [None] * table.num_rows
     return [Document(*row) for row in zip(table.column("id").to_pylist(), table.column("text").to_pylist(), errors)]
-
-
-def encode_rows(rows: Sequence[dict[str, Any]]) -> bytes:
-    """One Parquet table, one row per document, columns ``ROW_FIELDS``."""
-    import pyarrow as pa
-
-    schema = pa.schema(
-        [
-            ("job_id", pa.string()),
-            ("id", pa.string()),
-            ("source", pa.string()),
-            ("translation", pa.string()),
-            ("status", pa.string()),
-            ("error", pa.string()),
-            ("flags", pa.list_(pa.string())),
-            (  # per source sentence: its span, its translation's span, its flags
-                "sentences",
-                pa.list_(
-                    pa.struct(
-                        [
-                            ("source_start", pa.int64()),
-                            ("source_end", pa.int64()),
-                            ("target_start", pa.int64()),
-                            ("target_end", pa.int64()),
-                            ("flags", pa.list_(pa.string())),
-                        ]
-                    )
-                ),
-            ),
-            ("artifact_id", pa.string()),
-            ("timings", pa.struct([("prepare", pa.float64()), ("translate", pa.float64()), ("total", pa.float64())])),
-            ("windows", pa.int64()),  # engine inputs the document was cut into
-            ("reused_windows", pa.int64()),  # of them, reused: from the memory, or a copy earlier in the call
-        ]
-    )
-    return parquet_bytes(pa.Table.from_pylist([{k: r.get(k) for k in ROW_FIELDS} for r in rows], schema=schema))
-
-
-def read_rows(data: bytes) -> list[dict[str, Any]]:
-    return list(read_parquet(data).to_pylist())
-
-
-def parquet_bytes(table: Any) -> bytes:
-    import pyarrow.parquet as pq
-
-    sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
-    return sink.getvalue()
 
 
 STATUSES = ("ok", "partial", "error")
@@ -320,7 +256,7 @@ class Tally:
             self.windows += row.get("windows") or 0  # parts written before the memory have no such column
             self.reused_windows += row.get("reused_windows") or 0
             self.sentences += len(row["sentences"] or [])
-            self.sentence_flags.update(flag for s in row["sentences"] or [] for flag in s["flags"])
+            self.sentence_flags.update(flag for s in row["sentences"] or [] for flag in s["sentence_flags"])
         return self
 
     def summary(self) -> dict[str, Any]:

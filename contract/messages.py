@@ -36,7 +36,7 @@ def chunk_arguments(args: Any, kwargs: Any) -> tuple[str, str, int]:
     a chunk of a job: checked from the message alone, before anything is read or written. An output
     must parse as a place jobs are written to: ``s3://bucket/prefix`` or a local path (a spec's are
     made absolute), without a ``..`` segment (nor a ``.`` one in S3, where it would be a literal key);
-    whether a job is there is its manifest's to say (``worker.runtime.tasks.JobGone``), and whether the chunk
+    whether a job is there is its manifest's to say (``worker.runtime.faults.JobGone``), and whether the chunk
     is one of its chunks too (``InvalidChunk`` from ``worker.runtime.tasks.run_chunk``)."""
     if not isinstance(args, Sequence) or isinstance(args, str) or not isinstance(kwargs, Mapping):
         raise InvalidChunk("its arguments are not a list and an object")

@@ -114,13 +114,13 @@ HEARTBEAT = _number("FANYI_HEARTBEAT", "10")  # seconds between watchdog passes;
 HEALTH_FILE = _text("FANYI_HEALTH_FILE", "/tmp/fanyi-worker-health.json")  # what a readiness probe reads
 ARTIFACT = _optional("FANYI_ARTIFACT")  # artifact a worker loads at start (jobs name theirs; this one is warm)
 DEVICE = _choice("FANYI_DEVICE", "cpu", ("cpu", "cuda"))  # cpu or cuda
-PRECISION = _optional("FANYI_PRECISION")  # default: int8 on cpu, fp16/fp32 on cuda (as the artifact has them)
+PRECISION = _optional("FANYI_PRECISION")  # default: fp32 on cuda; on cpu int8 if the artifact has it, else fp32
 THREADS = _integer("FANYI_THREADS", "1", 1)  # ONNX Runtime threads per worker process (processes x threads = cores)
 SESSIONS = _integer("FANYI_SESSIONS", "1", 1)  # session pairs per worker process
 METRICS_PORT = _integer("FANYI_METRICS_PORT", "0", 0, 65535)  # worker's Prometheus port; 0 = none
 CONCURRENCY = _integer("FANYI_CONCURRENCY", "0")  # worker processes; 0 = the cores this container may use / threads
 OUTPUT = _optional("FANYI_OUTPUT")  # default output prefix of every jobs CLI verb that takes --output
-MAX_DOCUMENT_CHARS = _integer("FANYI_MAX_DOCUMENT_CHARS", "1000000", 1)  # longer documents are refused at submit
+MAX_DOCUMENT_CHARS = _integer("FANYI_MAX_DOCUMENT_CHARS", "1000000", 1)  # longer documents become error rows
 S3_RETRIES = _integer("FANYI_S3_RETRIES", "8", 1)  # attempts per S3 request, with backoff between them
 S3_TIMEOUT = _number("FANYI_S3_TIMEOUT", "20")  # seconds to connect to S3 and to read an answer
 SCHEDULES = _optional("FANYI_SCHEDULES")  # folder of scheduled job specs that beat runs; unset = none

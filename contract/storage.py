@@ -1,10 +1,12 @@
 """Storage: the system of record for jobs. Local directories or S3-compatible object stores.
 
-Every write is *create if absent*: an object appears complete or not at all, and a second writer
-of the same key (a redelivered or duplicated task) learns the key exists instead of replacing it.
-On S3 that is ``PutObject`` with ``If-None-Match: *`` (AWS, MinIO and moto honour it); a store
-that answers 501 to it falls back to a head-then-put. Locally it is a temporary file, fsynced, then
-``os.link`` to the key, which fails if the key exists.
+An object appears complete or not at all. Result parts, a job's manifest, its ``_SUCCESS`` and its
+compacted files are written *create if absent* (``create``): a second writer of the same key (a
+redelivered or duplicated task) learns the key exists instead of replacing it. On S3 that is
+``PutObject`` with ``If-None-Match: *`` (AWS, MinIO and moto honour it); a store that answers 501 to
+it falls back to a head-then-put. Locally it is a temporary file, fsynced, then ``os.link`` to the
+key, which fails if the key exists. Markers (``_ENQUEUED``, ``_CANCELLED``), chunk inputs and failure
+records are written or replaced (``put``).
 
 Keys are relative, ``/``-separated and checked: ``..``, absolute paths and control characters are
 refused, so no job id or key can write outside its prefix. Transient errors (5xx, timeouts,

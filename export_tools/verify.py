@@ -72,16 +72,16 @@ def _torch_logits(model: Any, ids: Any, mask: Any, path: Any) -> np.ndarray:
 
 def _our_logits(translator: Translator, ids: np.ndarray, mask: np.ndarray, path: np.ndarray) -> np.ndarray | None:
     """Our decoder's logits ``(rows, steps, V)`` teacher-forced along ``path``; None if anything is NaN/inf."""
-    inference = translator.inference
-    state = inference.encode(ids, mask)
-    past = inference.empty_past(len(ids))
-    steps = []
-    for t in range(path.shape[1]):
-        out = inference.step(path[:, t : t + 1], state, past)
-        past = out.present
-        if not all(np.isfinite(x).all() for x in (out.values, *past.buffers)):
-            return None  # an fp16 overflow the kept-fp32 ops did not prevent
-        steps.append(out.values.astype(np.float64))
+    with translator.pool.acquire() as inference:
+        state = inference.encode(ids, mask)
+        past = inference.empty_past(len(ids))
+        steps = []
+        for t in range(path.shape[1]):
+            out = inference.step(path[:, t : t + 1], state, past)
+            past = out.present
+            if not all(np.isfinite(x).all() for x in (out.values, *past.buffers)):
+                return None  # an fp16 overflow the kept-fp32 ops did not prevent
+            steps.append(out.values.astype(np.float64))
     return np.stack(steps, axis=1)
 
 
@@ -239,15 +239,16 @@ def finite_outputs(root: Path, steps: int = 16) -> dict[str, bool]:
     for name in artifact.precisions:
         translator = Translator(artifact, precision=name, threads=1, io_binding=False)
         ids, mask = pad_batch([translator.tokenizer.encode(s) for s in sample_sentences()], translator.pad_id)
-        state = translator.inference.encode(ids, mask)
-        past = translator.inference.empty_past(len(ids))
-        tokens = np.full((len(ids), 1), translator.vocab.decoder_start)
-        ok = all(np.isfinite(c).all() for c in state.cross)
-        for _ in range(steps):
-            out = translator.inference.step(tokens, state, past)
-            logits, past = out.values, out.present
-            ok = ok and bool(np.isfinite(logits).all()) and all(bool(np.isfinite(p).all()) for p in past.buffers)
-            tokens = logits.argmax(axis=1)[:, None]
+        with translator.pool.acquire() as inference:
+            state = inference.encode(ids, mask)
+            past = inference.empty_past(len(ids))
+            tokens = np.full((len(ids), 1), translator.vocab.decoder_start)
+            ok = all(np.isfinite(c).all() for c in state.cross)
+            for _ in range(steps):
+                out = inference.step(tokens, state, past)
+                logits, past = out.values, out.present
+                ok = ok and bool(np.isfinite(logits).all()) and all(bool(np.isfinite(p).all()) for p in past.buffers)
+                tokens = logits.argmax(axis=1)[:, None]
         found[name] = ok
     return found
 

@@ -33,7 +33,7 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     sub = p.add_subparsers(dest="command", required=True)
     submit = sub.add_parser("submit", help="validate a spec (YAML/JSON), write the job, enqueue its chunks")
-    submit.add_argument("spec", help="job spec file (see jobs/spec.py for the fields)")
+    submit.add_argument("spec", help="job spec file (see contract/spec.py for the fields)")
     submit.add_argument("--wait", action="store_true", help="then show progress until the job ends")
     submit.add_argument(
         "--job-id", help="the job's id (default: <name>-<time>-<random>); submitting an existing one resumes it"
@@ -139,9 +139,9 @@ def main(argv: list[str] | None = None) -> None:
     from kombu.exceptions import OperationalError
     from redis.exceptions import RedisError
 
+    from contract.spec import SpecError
     from contract.storage import StorageError
     from jobs.api import SubmitError, Unreachable, explain, redis_trouble
-    from jobs.spec import SpecError
 
     try:
         sys.exit(run(args))

@@ -53,10 +53,11 @@ from contract.job import (
     result_keys,
     write_job,
 )
+from contract.spec import JobSpec, SpecError, absolute
 from contract.storage import Storage, StorageError, open_storage, transient
 from jobs.chunks import plan_chunks
 from jobs.inputs import collect
-from jobs.spec import JobSpec, SpecError, absolute, load_spec
+from jobs.spec import load_spec
 
 if TYPE_CHECKING:
     from worker.engine.tokenizer import Tokenizer
@@ -151,7 +152,7 @@ def submit(
     )
     ranges = plan_chunks(tokens, max_documents=spec.chunk_documents, max_tokens=spec.chunk_tokens)
     chunks = [documents[r.start : r.stop] for r in ranges]
-    job = Job(job_id, spec.to_dict(), artifact_id, [len(c) for c in chunks], bad_rows=bad)
+    job = Job(job_id, spec, artifact_id, [len(c) for c in chunks], bad_rows=bad)
     _guard_storage(job_id, lambda: _write_inputs(storage, job_id, chunks, say))  # a manifest always has its chunks
     _guard_storage(job_id, lambda: write_job(storage, job))
     exists(job_id)  # it exists now: `resume` completes it whatever happens next
@@ -175,7 +176,7 @@ def _artifact(spec: JobSpec) -> tuple[Tokenizer, str]:
         raise SpecError(f"artifact {spec.artifact!r}: {err}") from None
     options = spec.options
     try:
-        tokenizer.framing(options.get("source_language"), options.get("target_language"), options.get("source_prefix"))
+        tokenizer.framing(options.source_language, options.target_language, options.source_prefix)
     except ValueError as err:
         raise SpecError(f"options: {err}") from None
     return tokenizer, artifact.artifact_id
@@ -224,7 +225,7 @@ def _existing(storage: Storage, job_id: str, spec: JobSpec) -> Job | None:
         job = read_job(storage, job_id)
     except FileNotFoundError:
         return None
-    if job.spec != spec.to_dict():
+    if job.spec != spec:
         raise SpecError(f"job {job_id} exists under {storage.uri} with another spec: choose another --job-id")
     return job
 

@@ -17,9 +17,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from contract.job import COMPACTED, Job, compacted_chunks, parquet_bytes, part_key, read_job, read_parquet
+from contract.job import COMPACTED, Job, compacted_chunks, part_key, read_job
+from contract.parquet import parquet_bytes, read_parquet
+from contract.rows import read_table
+from contract.spec import SpecError
 from contract.storage import Storage
-from jobs.spec import SpecError
 
 
 def compact(
@@ -58,8 +60,8 @@ def _merge(storage: Storage, job: Job, target_bytes: int, say: Callable[[str], N
 def _write(storage: Storage, job: Job, index: int, group: list[tuple[int, bytes]]) -> dict[str, Any]:
     import pyarrow as pa
 
-    # Parts written before a column existed (windows, reused_windows) get it as nulls.
-    table = pa.concat_tables([read_parquet(data) for _, data in group], promote_options="default")
+    # Each part in this row format (``contract.rows``): one written before a column existed gets it as nulls.
+    table = pa.concat_tables([read_table(data) for _, data in group])
     key = job.key(f"parts/compacted-{index:05d}.parquet")
     data = parquet_bytes(table)
     if not storage.create(key, data):  # an interrupted run wrote it: it must hold the same rows

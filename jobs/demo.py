@@ -61,10 +61,10 @@ def run(artifact: Path, corpus: Path, output: Path, pairs: int) -> int:
 
 
 def _submit_and_show(artifact: Path, corpus: Path, output: Path, pairs: int, logs: Path) -> int:
-    from contract.job import read_rows
+    from contract.rows import read_rows
+    from contract.spec import JobSpec
     from contract.storage import open_storage
     from jobs import api
-    from jobs.spec import JobSpec
 
     spec = JobSpec(name="demo", inputs=[str(corpus)], output=str(output), artifact=str(artifact), chunk_documents=25)
     job_id = api.submit(spec)

@@ -22,9 +22,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from contract.job import Document, read_parquet
+from contract.job import Document
+from contract.parquet import read_parquet
+from contract.spec import JobSpec, SpecError
 from contract.storage import S3Storage, StorageError, glob_keys, split_s3
-from jobs.spec import JobSpec, SpecError
 from worker.engine.tokenizer import unreadable
 
 FORMATS = (".parquet", ".jsonl", ".txt")

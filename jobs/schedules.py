@@ -59,7 +59,8 @@ from contract.cache import (
     SCHEDULES_KEY,
     cache,
 )
-from jobs.spec import JobSpec, SpecError, crontab, load_spec
+from contract.spec import JobSpec, SpecError, crontab
+from jobs.spec import load_spec
 from worker.monitoring import health
 
 log = logging.getLogger(__name__)

@@ -45,7 +45,7 @@ def test_only_the_settings_module_reads_fanyi_variables() -> None:
 
 
 def test_the_checks_see_an_offender() -> None:
-    assert imported(ROOT / "worker" / "runtime" / "app.py") >= {"contract", "celery"}  # lazy and top-level imports alike
+    assert imported(ROOT / "worker" / "runtime" / "app.py") >= {"contract", "celery"}  # lazy and top-level alike
     assert re.search(r"""(environ\.get|getenv|environ\[|_env)\(?\s*["']FANYI_""", 'os.environ.get("FANYI_X")')
 
 

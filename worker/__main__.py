@@ -33,6 +33,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from contract import settings
+from contract.options import JobOptions
 from worker.engine.artifact import PRECISIONS, ArtifactError
 
 if TYPE_CHECKING:
@@ -55,36 +56,10 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--artifact", required=True, help="artifact directory (python -m export_tools build/demo)")
     t.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     t.add_argument("--precision", choices=PRECISIONS, help="default: int8 on cpu if present, else fp32")
-    t.add_argument("--beam", type=int, help="beam size (default: the model's generation config; 1 = greedy)")
-    t.add_argument("--max-new-tokens", type=int, help="length limit per translation")
-    t.add_argument(
-        "--source-language",
-        help="source language code for many-to-many models (m2m100 'fr', nllb 'fra_Latn', mbart-50 'fr_XX'); "
-        "with --target-language it also picks a T5 task ('en' -> 'de')",
-    )
-    t.add_argument(
-        "--target-language",
-        help="target language code: forced first token (m2m100/nllb/mbart-50), the >>cmn_Hans<< token of a "
-        "multilingual Marian, or a T5 task's target; an unknown code is refused naming the model's codes",
-    )
-    t.add_argument("--source-prefix", help="text put before every source, replacing a T5 task's prefix")
+    JobOptions.add_arguments(t, documents=("overlap", "budget", "format"))  # a job's options, as its spec says them
     t.add_argument("--threads", type=int, default=2, help="ONNX Runtime intra-op threads")
     t.add_argument("--jsonl", action="store_true", help="write JSON lines with ids, scores and flags")
     t.add_argument("--documents", action="store_true", help='read {"id", "text"} JSON lines; write one result each')
-    t.add_argument("--overlap", type=int, default=1, help="context sentences before each window (--documents)")
-    t.add_argument(
-        "--format",
-        choices=["text", "markdown", "html"],
-        default="text",
-        help="documents' markup (--documents): text (none: lines are layout), markdown or html (markup kept in "
-        "place, code never translated)",
-    )
-    t.add_argument(
-        "--budget",
-        type=int,
-        default=64,
-        help="source tokens per window (--documents); the demo model was trained on up to 4 sentences",
-    )
     t.add_argument(
         "--memory",
         action="store_true",
@@ -115,13 +90,7 @@ def translate(args: argparse.Namespace) -> int:
 
     translator = Translator(args.artifact, device=args.device, precision=args.precision, threads=args.threads)
     memory = LocalMemory() if args.memory else None
-    options = translator.options(
-        beam_size=args.beam,
-        max_new_tokens=args.max_new_tokens,
-        source_language=args.source_language,
-        target_language=args.target_language,
-        source_prefix=args.source_prefix,
-    )
+    options = translator.options(**JobOptions.from_arguments(args).decoding())
     if args.documents:
         return translate_documents(translator, options, args, memory)
     return translate_lines(translator, options, args, memory)
@@ -184,9 +153,10 @@ def translate_documents(
     results come out in input order, one line each, as each batch finishes. The number of error results."""
     from worker.documents.translator import DocumentTranslator
 
+    job_options = JobOptions.from_arguments(args)
     documents = DocumentTranslator(
-        translator, overlap=args.overlap, budget=args.budget, max_chars=args.max_chars, format=args.format,
-        memory=memory,
+        translator, overlap=job_options.overlap, budget=job_options.budget, format=job_options.format,
+        max_chars=args.max_chars, memory=memory,
     )  # fmt: skip
     batch: list[tuple[str, str, bool] | DocumentResult] = []
     errors = 0

@@ -3,6 +3,7 @@ under an older name are read."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from contract.job import (
@@ -13,7 +14,6 @@ from contract.job import (
     done_chunks,
     encode_documents,
     encode_ids,
-    encode_rows,
     failures,
     finalize,
     input_key,
@@ -22,21 +22,22 @@ from contract.job import (
     result_keys,
     write_job,
 )
+from contract.rows import Row, encode_rows
+from contract.spec import JobSpec
 from contract.storage import LocalStorage
 
 
 def test_parts_and_failures_of_chunks_the_job_does_not_have_are_ignored(tmp_path: Path) -> None:
     storage = LocalStorage(tmp_path)
-    job = Job("job-1", {"artifact": "a"}, "id", [1, 1])
+    job = Job("job-1", JobSpec("job", ["in.jsonl"], "out", "a"), "id", [1, 1])
     write_job(storage, job)
-    row = {"job_id": job.id, "id": "d", "source": "s", "translation": "t", "status": "ok", "flags": [],
-           "sentences": [], "timings": {"prepare": 0.0, "translate": 0.0, "total": 0.0}}  # fmt: skip
+    row = Row(job.id, "d", "s", "t", "ok", None, [], [], "a")
     for stray in ("part-09999", "part--0001", "part-00002", "part-0000x"):  # a damaged folder, before the fix
         storage.create(f"{job.id}/parts/{stray}.parquet", encode_rows([]))
     storage.put(f"{job.id}/_failures/chunk--0001.json", b'{"reason": "no such chunk"}')
     storage.create(part_key(job.id, 0), encode_rows([row]))
     assert done_chunks(storage, job) == {0} and finalize(storage, job) is None  # chunk 1 is not done
-    storage.create(part_key(job.id, 1), encode_rows([{**row, "id": "e"}]))
+    storage.create(part_key(job.id, 1), encode_rows([replace(row, id="e")]))
     assert done_chunks(storage, job) == {0, 1} and failures(storage, job) == {}
     summary = finalize(storage, job)
     assert summary is not None and summary["state"] == "succeeded" and summary["documents"] == 2
@@ -45,7 +46,7 @@ def test_parts_and_failures_of_chunks_the_job_does_not_have_are_ignored(tmp_path
 
 def test_inputs_of_a_job_submitted_before_they_ended_in_pq_are_still_read(tmp_path: Path) -> None:
     storage = LocalStorage(tmp_path)
-    job = Job("job-2", {"artifact": "a"}, "id", [1])
+    job = Job("job-2", JobSpec("job", ["in.jsonl"], "out", "a"), "id", [1])
     write_job(storage, job)
     documents = [Document("d", "Tom has 3 apples.")]
     storage.put(f"{job.id}/_inputs/chunk-00000.parquet", encode_documents(documents))  # the old name

@@ -33,7 +33,7 @@ def test_a_bad_setting_is_one_line_naming_it(entry: str, bad: str, tmp_path) -> 
     variables, said = BAD[bad]
     env = {k: v for k, v in os.environ.items() if not k.startswith("FANYI_")}
     env |= {"PYTHONPATH": str(ROOT), "FANYI_HEALTH_FILE": str(tmp_path / "health.json"), **variables}
-    done = subprocess.run(ENTRY_POINTS[entry], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(ENTRY_POINTS[entry], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
     assert all(words in done.stderr for words in said), done.stderr
@@ -66,7 +66,7 @@ def test_the_demo_says_a_bad_setting_in_one_line_and_starts_nothing(tmp_path, de
     env = {k: v for k, v in os.environ.items() if not k.startswith("FANYI_")}
     env |= {"PYTHONPATH": str(ROOT), "FANYI_VISIBILITY_TIMEOUT": "600"}
     command = [sys.executable, "-m", "jobs", "demo", "--artifact", str(demo_artifact), "--output", str(tmp_path)]
-    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "FANYI_VISIBILITY_TIMEOUT" in done.stderr
     assert "redis:" not in done.stdout  # checked before its Redis and worker start: nothing left running
 

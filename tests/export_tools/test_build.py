@@ -181,12 +181,12 @@ def test_the_decoder_makes_full_logits_only_for_the_rows_asked(arch: str, artifa
     """The search's top-k steps leave the (rows, vocab) logits out of the outputs (ONNX Runtime would
     hold them to the end of the step); a full-vocabulary step gets every row's."""
     translator = Translator(artifacts[arch], precision="int8", io_binding=False)
-    inference = translator.inference
-    decoder = inference.decoder = FetchingLogits(inference.decoder)
-    state = inference.encode(*pad_batch([translator.tokenizer.encode(s) for s in ("Hello.", "A cat sat.")], 0))
-    tokens = np.full((2, 1), translator.vocab.decoder_start)
-    inference.step(tokens, state, inference.empty_past(2), top_k=4)
-    full = inference.step(tokens, state, inference.empty_past(2))
+    with translator.pool.acquire() as inference:
+        decoder = inference.decoder = FetchingLogits(inference.decoder)
+        state = inference.encode(*pad_batch([translator.tokenizer.encode(s) for s in ("Hello.", "A cat sat.")], 0))
+        tokens = np.full((2, 1), translator.vocab.decoder_start)
+        inference.step(tokens, state, inference.empty_past(2), top_k=4)
+        full = inference.step(tokens, state, inference.empty_past(2))
     vocab = full.values.shape[1]
     assert decoder.shapes == [(0, vocab), (2, vocab)]
 

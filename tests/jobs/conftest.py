@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from contract.job import read_rows
+from contract.rows import read_rows
 from contract.settings import priority_lists
 from contract.storage import open_storage
 from tests.services import ROOT, S3_ENV, Worker

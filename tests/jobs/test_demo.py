@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from contract.job import read_rows
+from contract.rows import read_rows
 from contract.storage import open_storage
 from tests.services import ROOT
 
@@ -61,6 +61,26 @@ def assert_the_readme_queries_read_each_row_once(output: Path, job_id: str, coun
     assert len(every_job) == count and {j for j, _ in every_job} == {job_id}
     assert polars.scan_parquet(f"{output}/*/parts/*.parquet").select("id").collect().height == count
     assert spark_rows(job) == (count, count)
+    assert_rows_flatten_without_a_name_clash(job, count)
+
+
+def assert_rows_flatten_without_a_name_clash(job: str, count: int) -> None:
+    """Every column name is distinct at every depth (``contract.rows``): pandas' attributes, polars' and
+    duckdb's flattening of the sentences and timings read the rows as they are."""
+    import duckdb
+    import pandas
+    import polars
+
+    frame = pandas.read_parquet(job)
+    assert isinstance(frame.document_flags, pandas.Series) and "flags" not in frame.columns  # not pandas' df.flags
+    sentences = int(frame.sentences.map(len).sum())
+    assert sentences > count  # the demo's documents have several sentences each
+    flat = polars.read_parquet(f"{job}/**/*.parquet").explode("sentences").unnest("sentences").unnest("timings")
+    assert flat.height == sentences and len(set(flat.columns)) == len(flat.columns)
+    assert {"document_flags", "sentence_flags", "source_start", "total"} <= set(flat.columns)
+    query = f"SELECT unnest(sentences, recursive := true), unnest(timings) FROM read_parquet('{job}/**/*.parquet')"
+    columns = [c[0] for c in duckdb.sql(query).description]
+    assert len(set(columns)) == len(columns) and "sentence_flags" in columns
 
 
 def spark_rows(folder: str) -> tuple[int, int]:

@@ -44,7 +44,7 @@ def exporter_process(env: dict[str, str]) -> Iterator[int]:
         env={**os.environ, "PYTHONPATH": str(ROOT), **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        wait_for(lambda: _answers(port), 30, "the exporter")
+        wait_for(lambda: _answers(port), 120, "the exporter")
         yield port
     finally:
         process.kill()

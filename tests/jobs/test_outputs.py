@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from contract.job import read_job, read_rows, result_keys
+from contract.job import read_job, result_keys
+from contract.rows import read_rows
 from contract.storage import open_storage
 from tests.jobs.conftest import corpus, jobs_cli, spec, wait
 

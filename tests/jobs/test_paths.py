@@ -12,6 +12,7 @@ import redis
 
 from contract.cache import MEMORY_KEY
 from contract.job import Job, write_job
+from contract.spec import JobSpec
 from contract.storage import open_storage
 from tests.services import ROOT
 
@@ -24,7 +25,7 @@ def cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProce
 
 def test_relative_outputs_and_fanyi_output_mean_the_same_jobs_and_memories_in_every_verb(tmp_path, services):
     results = tmp_path / "results"
-    job = Job("paths-1", {"name": "paths"}, "marian-x", [3])
+    job = Job("paths-1", JobSpec("paths", ["in.jsonl"], "out", "artifact"), "marian-x", [3])
     write_job(open_storage(str(results)), job)
     client = redis.Redis.from_url(services["redis"])
 
@@ -53,7 +54,7 @@ def test_relative_outputs_and_fanyi_output_mean_the_same_jobs_and_memories_in_ev
 
 
 def test_a_relative_memory_prefix_is_made_absolute_as_the_output_is(tmp_path) -> None:
-    from jobs.spec import JobSpec
+    from contract.spec import JobSpec
 
     raw = {"name": "n", "inputs": ["in.jsonl"], "output": "results", "artifact": "art", "memory": "shared",
            "memory_prefix": "memories"}  # fmt: skip

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from dataclasses import fields
 
-from contract.job import ROW_FIELDS, part_key
+from contract.job import part_key
+from contract.rows import Row
 from contract.storage import open_storage
 from tests.faulty_proxy import FaultyProxy
 from tests.jobs.conftest import assert_each_id_once, corpus, jobs_cli, metric, output_rows, spec, submit, wait
@@ -19,7 +21,7 @@ def test_a_job_on_s3_translates_every_document_once_with_the_row_contract(tmp_pa
     assert status["state"] == "succeeded" and status["done"] == 50 and status["errors"] == 0
     rows = output_rows(services["output"], job_id)
     assert_each_id_once(rows, 50)
-    assert set(rows[0]) == set(ROW_FIELDS)
+    assert set(rows[0]) == {f.name for f in fields(Row)}
     first = next(r for r in rows if r["id"] == "doc-00001")
     assert first["translation"] == "汤姆有3个苹果。会议上午9点开始。" and first["status"] == "ok"
     summary = json.loads(open_storage(services["output"]).read(f"{job_id}/_SUCCESS"))
@@ -138,12 +140,15 @@ def test_restarted_redis_loses_no_document(tmp_path, services, demo_artifact, wo
 def test_a_flaky_s3_loses_nothing_and_leaves_no_partial_or_duplicate_object(
     tmp_path, services, demo_artifact, workers, s3_server
 ):
-    with FaultyProxy(s3_server.port, error_rate=0.2, stall_rate=0.05, stall_seconds=3) as proxy:
+    # A stalled request is held until the worker's client gives up on it (FANYI_S3_TIMEOUT), then forwarded
+    # all the same; 60 s is only a ceiling, not how long a stall lasts.
+    with FaultyProxy(s3_server.port, error_rate=0.2, stall_rate=0.05, stall_seconds=60) as proxy:
         workers(concurrency=2, FANYI_S3_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}", FANYI_S3_TIMEOUT="2")
         job_id = submit(tmp_path, services, demo_artifact, 200)
         status = wait(job_id, services)
     assert status["state"] == "succeeded"
     assert proxy.faults["before"] and proxy.faults["after"] and proxy.faults["stall"]
+    assert proxy.abandoned == proxy.faults["stall"], proxy.faults  # the client's timeout ended every stall
     storage = open_storage(services["output"])
     assert storage.list(f"{job_id}/parts") == [part_key(job_id, c) for c in range(10)]
     assert_each_id_once(output_rows(services["output"], job_id), 200)  # every part parses: none is partial

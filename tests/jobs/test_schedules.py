@@ -27,8 +27,9 @@ def producer(services, monkeypatch):
 
 
 def test_nothing_is_scheduled_unless_a_folder_is_named_and_the_demo_schedule_loads_from_its_own() -> None:
+    from contract.spec import SpecError
     from jobs.schedules import beat_schedule
-    from jobs.spec import SpecError, load_spec
+    from jobs.spec import load_spec
 
     assert beat_schedule() == {} and beat_schedule(None) == {}
     entries = beat_schedule(str(ROOT / "examples" / "schedules"))
@@ -54,7 +55,7 @@ def test_beat_submits_a_due_run_itself_and_sends_the_workers_no_task(tmp_path, s
         artifact=demo_artifact, schedule="0 2 * * *", name="nightly",
     )  # fmt: skip
     scheduler = object.__new__(SpecScheduler)  # what beat's apply_async calls for a task no app registers
-    scheduler.send_task(RUN_SCHEDULE, [str(path)], {}, producer=None, headers={}).join(timeout=60)
+    scheduler.send_task(RUN_SCHEDULE, [str(path)], {}, producer=None, headers={}).join(timeout=180)
     (written,) = (tmp_path / "out").glob("*/nightly-*/_job.json")
     assert written.parent.name == f"nightly-{written.parent.parent.name}"  # <name>-<date>, under <date>/
     assert queued(services["redis"]) == 1  # the job's one chunk, not a schedule task
@@ -88,9 +89,9 @@ def test_a_run_writes_under_its_date_and_never_overlaps_the_previous_one(tmp_pat
 def test_a_night_after_a_failed_run_starts_and_a_failed_submission_can_try_again(
     tmp_path, services, demo_artifact, producer, workers
 ):
+    from contract.spec import SpecError
     from jobs import api
     from jobs.schedules import run_schedule
-    from jobs.spec import SpecError
 
     rows = tmp_path / "in.jsonl"
     path = spec(tmp_path / "nightly.json", inputs=[str(rows)], output=str(tmp_path / "out"), artifact=demo_artifact,
@@ -289,7 +290,8 @@ def test_cron_macros_and_fields_are_read_as_cron_reads_them(tmp_path, schedule, 
 
 @pytest.mark.parametrize("schedule", ["@daly", "0 2 * *", "61 * * * *", "0 0 31 2 *", "0 2 * * * *", ""])
 def test_a_schedule_cron_cannot_read_is_refused_when_the_spec_loads_naming_the_file(tmp_path, schedule) -> None:
-    from jobs.spec import SpecError, load_spec
+    from contract.spec import SpecError
+    from jobs.spec import load_spec
 
     path = scheduled(tmp_path, schedule)
     with pytest.raises(SpecError, match=rf"^{path}: schedule: .*"):
@@ -304,7 +306,7 @@ def test_beat_with_a_bad_schedule_exits_with_one_line_naming_the_spec(tmp_path, 
     path = scheduled(tmp_path / "specs", "@daly")
     env = {**os.environ, **services["env"], "FANYI_SCHEDULES": str(path.parent), "PYTHONPATH": str(ROOT)}
     beat = [sys.executable, "-m", "celery", "-A", "worker.app", "beat", "-S", "jobs.schedules.SpecScheduler"]
-    result = subprocess.run(beat, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(beat, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert f"{path}: schedule: '@daly'" in result.stderr and "@daily" in result.stderr
 
@@ -325,7 +327,7 @@ def test_beat_records_its_ticks_for_the_liveness_probe(tmp_path, services) -> No
     beat = [sys.executable, "-m", "celery", "-A", "worker.app", "beat", "-S", "jobs.schedules.SpecScheduler"]
     process = subprocess.Popen(beat, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: live().returncode == 0, 60, "beat's first tick")
+        wait_for(lambda: live().returncode == 0, 180, "beat's first tick")
     finally:
         process.kill()
         process.wait()

@@ -17,7 +17,9 @@ from tests.jobs.conftest import corpus, jobs_cli, spec
 from tests.services import ROOT
 from tests.tcp_cutter import Blackhole
 
-HANG = 90  # seconds: a command still running by then hangs (each answers within a few timeouts of 1 s)
+# seconds: a ceiling only a hang reaches, however loaded the machine (each command answers within a few of its
+# 1-s timeouts, plus its start); what is asserted is the line that names the timeout
+HANG = 300
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.spec import SCHEMA, SpecError, load_spec
+from contract.spec import SCHEMA, SpecError
+from jobs.spec import load_spec
 
 BODY = "name: words\ninputs: [in.jsonl]\noutput: out\nartifact: art\n"
 
@@ -34,14 +35,14 @@ def test_memory_off_as_the_readme_writes_it_is_accepted(tmp_path) -> None:
 def test_every_enum_value_written_bare_in_yaml_is_read_as_written(tmp_path, field, value) -> None:
     text = f"{field[0]}: {value}\n" if len(field) == 1 else f"{field[0]}:\n  {field[1]}: {value}\n"
     spec = load_spec(write(tmp_path, text))
-    read = getattr(spec, field[0]) if len(field) == 1 else spec.options[field[1]]
+    read = getattr(spec, field[0]) if len(field) == 1 else getattr(spec.options, field[1])
     assert read == value
 
 
 @pytest.mark.parametrize("word", ["on", "off", "yes", "no", "y", "n", "On", "OFF", "Yes", "NO"])
 def test_yaml_11_boolean_words_stay_words(tmp_path, word) -> None:
     spec = load_spec(write(tmp_path, f"id_column: {word}\noptions: {{target_language: {word}}}\n"))
-    assert spec.id_column == word and spec.options["target_language"] == word  # `no` is Norwegian
+    assert spec.id_column == word and spec.options.target_language == word  # `no` is Norwegian
     if word != "off":  # refused as the word it is, not as False
         with pytest.raises(SpecError, match=f"memory: '{word}' is not one of"):
             load_spec(write(tmp_path, f"memory: {word}\n"))

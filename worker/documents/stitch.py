@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from worker.documents.markup import Unit
+from worker.documents.marks import Unit
 from worker.documents.segment import Sentence
 from worker.documents.windows import Window
 

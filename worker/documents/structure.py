@@ -21,7 +21,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from worker.documents.markup import BARE_ADDRESS, BLOCKS, PositionedParser, markdown_parser
+from worker.documents.html import BLOCKS, PositionedParser
+from worker.documents.markdown import markdown_parser
+from worker.documents.marks import BARE_ADDRESS
 
 _VERBATIM_HTML = frozenset("code kbd samp var tt pre script style textarea".split())
 _VOID_HTML = frozenset(

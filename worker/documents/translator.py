@@ -24,9 +24,10 @@ from dataclasses import dataclass, field, replace
 from itertools import accumulate, pairwise
 
 from contract import settings
+from contract.options import JobOptions
 from worker.documents import markup, structure
 from worker.documents.degeneration import SYMPTOMS, symptoms
-from worker.documents.markup import Mark, Unit
+from worker.documents.marks import Mark, Unit
 from worker.documents.segment import Sentence, line_spans
 from worker.documents.split import split_long
 from worker.documents.stitch import render, stitch
@@ -38,7 +39,7 @@ from worker.engine.translator import Translator
 
 # Marks up to this many characters (links, emphasis of a phrase) keep their words in one sentence.
 MARK_IN_ONE_SENTENCE = 300
-DEFAULT_BUDGET = 64  # source tokens per window (capped by the model's positions); ~4 demo-domain sentences
+DEFAULTS = JobOptions()  # a job's options, where neither the job nor the caller sets them
 # A sentence whose markup could not be lifted out went to the model markup and all: its document is partial.
 # A document whose translation lost or changed markup (``worker.documents.structure``) says so too.
 MARKUP_SYMPTOMS = frozenset({"markup_unparsed", "markup_changed"})
@@ -107,10 +108,10 @@ class DocumentTranslator:
         self,
         translator: Translator,
         *,
-        budget: int = DEFAULT_BUDGET,
-        overlap: int = 1,
+        budget: int = DEFAULTS.budget,
+        overlap: int = DEFAULTS.overlap,
         max_chars: int = settings.MAX_DOCUMENT_CHARS,  # a longer document is an error asking to split it
-        format: str = "text",
+        format: str = DEFAULTS.format,
         memory: Memory | None = None,  # translations of earlier windows (``worker.engine.memory``); None: none kept
     ):
         if format not in markup.FORMATS:

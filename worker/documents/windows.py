@@ -1,7 +1,7 @@
 """Pack a document's sentences into overlapping windows under a source-token budget.
 
 A window translates the sentences ``[first, last)`` it is *responsible* for and shows the model up
-to ``overlap`` preceding sentences (and ``after`` following ones) as context. Every sentence is
+to ``overlap`` preceding sentences as context (none that follow). Every sentence is
 responsible in exactly one window, windows follow the document order, and a window's responsible
 and context tokens together stay within ``budget`` whenever each sentence alone does (longer
 sentences are split before planning; a sentence that still exceeds the budget gets a window of its
@@ -23,7 +23,6 @@ class Window:
     first: int  # first sentence this window is responsible for
     last: int  # one past the last responsible sentence
     context_before: int  # sentences before ``first`` shown as context
-    context_after: int = 0  # sentences from ``last`` on shown as context
 
     @property
     def start(self) -> int:
@@ -32,8 +31,8 @@ class Window:
 
     @property
     def end(self) -> int:
-        """One past the last sentence the model sees."""
-        return self.last + self.context_after
+        """One past the last sentence the model sees: ``last`` (no context follows the responsible ones)."""
+        return self.last
 
 
 def plan_windows(
@@ -42,22 +41,21 @@ def plan_windows(
     *,
     budget: int,
     overlap: int = 0,
-    after: int = 0,
     breaks: Collection[int] = (),
 ) -> list[Window]:
     """Windows over sentences with ``tokens[i]`` source tokens each; ``breaks``: the sentences that start
     a paragraph."""
-    if budget < 1 or overlap < 0 or after < 0:
-        raise ValueError(f"need budget >= 1 and overlap, after >= 0; got {budget}, {overlap}, {after}")
+    if budget < 1 or overlap < 0:
+        raise ValueError(f"need budget >= 1 and overlap >= 0; got {budget}, {overlap}")
     bounds = sorted({0, len(tokens), *(b for b in breaks if 0 < b < len(tokens))})
     return [
         replace(w, first=w.first + a, last=w.last + a)
         for a, b in pairwise(bounds)
-        for w in _paragraph_windows(doc_id, tokens[a:b], budget, overlap, after)
+        for w in _paragraph_windows(doc_id, tokens[a:b], budget, overlap)
     ]
 
 
-def _paragraph_windows(doc_id: str, tokens: Sequence[int], budget: int, overlap: int, after: int) -> list[Window]:
+def _paragraph_windows(doc_id: str, tokens: Sequence[int], budget: int, overlap: int) -> list[Window]:
     windows: list[Window] = []
     first = 0
     while first < len(tokens):
@@ -68,7 +66,7 @@ def _paragraph_windows(doc_id: str, tokens: Sequence[int], budget: int, overlap:
         while last < len(tokens) and used + tokens[last] <= budget:
             used += tokens[last]
             last += 1
-        windows.append(Window(doc_id, first, last, before, _context_after(tokens, last, after, budget - used)))
+        windows.append(Window(doc_id, first, last, before))
         first = last
     return windows
 
@@ -79,13 +77,5 @@ def _context_before(tokens: Sequence[int], first: int, overlap: int, budget: int
     count = 0
     while count < min(overlap, first) and tokens[first - count - 1] <= room:
         room -= tokens[first - count - 1]
-        count += 1
-    return count
-
-
-def _context_after(tokens: Sequence[int], last: int, after: int, room: int) -> int:
-    count = 0
-    while count < after and last + count < len(tokens) and tokens[last + count] <= room:
-        room -= tokens[last + count]
         count += 1
     return count

@@ -11,9 +11,9 @@ manifest is a different artifact (a job submitted for the old one refuses it), n
 Files change under a loaded artifact too (someone copies a new version over it): ONNX Runtime maps
 the weights and the worker reads the token table while it translates. ``load`` notes each file's
 inode, size, modification and change times; ``check_unchanged`` compares them again (a ``stat`` per
-file, microseconds: the engine calls it after every batch), and any write, truncation or
-replacement changes the change time, which no user can set. The bytes read before the check are
-then discarded (``ArtifactChanged``).
+file, microseconds: the engine calls it after each ``translate_batch`` call's search, and before it
+reuses a loaded engine for a chunk), and any write, truncation or replacement changes the change
+time, which no user can set. The bytes read before the check are then discarded (``ArtifactChanged``).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def translator_for(artifact: str) -> Translator:
 
 
 def build(artifact: str) -> Translator:
-    """The engine for ``artifact`` with one of its sessions made: whatever keeps it from running raises."""
+    """The engine for ``artifact`` with its sessions made: whatever keeps it from running raises."""
     translator = translator_for(artifact)
     with translator.pool.acquire():
         pass

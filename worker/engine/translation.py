@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Alternative:
-    """One hypothesis of a sentence: its text, generated ids (EOS included) and search score."""
+    """One hypothesis of a sentence: its text, generated ids (EOS included when generated) and search score."""
 
     text: str
     tokens: list[int]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from worker.engine.artifact import Artifact
 from worker.engine.batching import Batch, plan_batches
-from worker.engine.inference import SOURCE_MULTIPLE, Inference, pad_batch
+from worker.engine.inference import SOURCE_MULTIPLE, pad_batch
 from worker.engine.memory import Memory
 from worker.engine.search import DecodingOptions, SearchResult, Vocabulary, for_batch, generate
 from worker.engine.sessions import SessionPool
@@ -24,7 +24,9 @@ class Translator:
     """Translate sentences with one artifact.
 
     ``device``, ``precision``, ``threads``, ``sessions`` and ``io_binding`` set up its ``SessionPool``
-    (``worker/engine/sessions.py``); ``max_tokens`` is the token budget of one batch.
+    (``worker/engine/sessions.py``); ``max_tokens`` is the token budget of one batch. A caller that
+    drives the steps itself (verification) holds a session pair for as long as it uses it:
+    ``with translator.pool.acquire() as inference: ...``; no batch runs on that pair meanwhile.
     """
 
     def __init__(
@@ -75,12 +77,6 @@ class Translator:
             )
         return self._siblings[precision]
 
-    @property
-    def inference(self) -> Inference:
-        """One session pair, for callers that drive steps themselves (verification)."""
-        with self.pool.acquire() as inference:
-            return inference
-
     def options(self, **overrides: object) -> DecodingOptions:
         """The model's own generation settings with ``overrides`` applied.
 
@@ -106,7 +102,9 @@ class Translator:
     def identity(self) -> tuple[str, str, str]:
         """What besides the text and the options decides a translation: artifact, precision, and the
         provider the sessions really run on (a CUDA request without CUDA runs on the CPU)."""
-        return self.artifact.artifact_id, self.precision, self.inference.decoder.get_providers()[0]
+        with self.pool.acquire() as inference:
+            provider: str = inference.decoder.get_providers()[0]
+        return self.artifact.artifact_id, self.precision, provider
 
     def translate_batch(
         self, sentences: Sequence[str], options: DecodingOptions | None = None, memory: Memory | None = None

@@ -11,21 +11,19 @@ worker receives is recorded with its holder (``hold``, ``fanyi:held``), beside k
 messages and lost with them: a message is held while its holder beats (``held_alive``). A
 worker that cannot load a job's artifact adds itself to that artifact's list
 (``fanyi:unloadable:<path>``); when every live worker of the job's queue is on it, no worker can load
-the artifact, and that is the job's fault, not a worker's (``worker.runtime.tasks._translator``).
+the artifact, and that is the job's fault, not a worker's (``worker.runtime.engines.job_translator``).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
 from typing import Any
 
 from contract import settings
-from contract.cache import HELD_KEY, INSTANCE_KEY, UNLOADABLE_KEY, WORKER_KEY, WORKERS_KEY, broker, cache
+from contract.cache import HELD_KEY, INSTANCE_KEY, UNLOADABLE_KEY, WORKER_KEY, WORKERS_KEY, best_effort, broker, cache
 
-log = logging.getLogger(__name__)
 UNLOADABLE_TTL = 3600  # seconds an artifact's list outlives the last worker added to it
 INSTANCE = ""  # this worker's instance, set in its main process before the pool forks (``start_instance``)
 CONNECTION = 0  # the main process's connections to the broker so far (``connected``)
@@ -53,21 +51,19 @@ def holder() -> str:
 
 
 def connected(hostname: str) -> None:
-    """The main process (re)connected to the broker: what it received before is held by nobody."""
+    """The main process (re)connected to the broker: what it received before is held by nobody. Unrecorded
+    (the broker does not answer), the next heartbeat writes it."""
     global CONNECTION
     CONNECTION += 1
-    try:
-        broker().set(INSTANCE_KEY.format(hostname=hostname), holder(), ex=max(1, int(3 * settings.HEARTBEAT)))
-    except Exception as err:  # noqa: BLE001 - the next heartbeat writes it
-        log.warning("cannot record the new connection (%s)", err)
+    key, seconds = INSTANCE_KEY.format(hostname=hostname), max(1, int(3 * settings.HEARTBEAT))
+    best_effort("cannot record the new connection", lambda: broker().set(key, holder(), ex=seconds), None)
 
 
 def hold(tag: str, hostname: str) -> None:
-    """This worker instance received the message ``tag``: it holds it until it is acknowledged."""
-    try:
-        broker().hset(HELD_KEY, tag, json.dumps({"worker": hostname, "holder": holder()}))
-    except Exception as err:  # noqa: BLE001 - without the record, the message is put back once its grace is over
-        log.warning("cannot record the message received (%s)", err)
+    """This worker instance received the message ``tag``: it holds it until it is acknowledged. Unrecorded,
+    the message is put back once its grace is over."""
+    record = json.dumps({"worker": hostname, "holder": holder()})
+    best_effort("cannot record the message received", lambda: broker().hset(HELD_KEY, tag, record), None)
 
 
 def held_alive(record: bytes | None) -> bool:
@@ -108,32 +104,26 @@ def instance_alive(hostname: str, instance: str) -> bool:
 
 def _beating(hostname: str) -> str | None:
     """The holder beating under ``hostname`` ("" when none does), None when the broker cannot tell."""
-    try:
-        return (broker().get(INSTANCE_KEY.format(hostname=hostname)) or b"").decode()
-    except Exception as err:  # noqa: BLE001 - a broker that does not answer
-        log.warning("cannot tell whether %s is alive (%s)", hostname, err)
-        return None
+    key = INSTANCE_KEY.format(hostname=hostname)
+    return best_effort(f"cannot tell whether {hostname} is alive", lambda: (broker().get(key) or b"").decode(), None)
 
 
 def nobody_can_load(artifact: str, queue: str, worker: str | None = None) -> bool:
     """Whether every live worker of ``queue`` failed to load ``artifact`` (``worker`` just did). False
     when the cache cannot tell: the worker's fault then, put back a bounded number of times."""
     key = UNLOADABLE_KEY.format(artifact=artifact)
-    try:
+
+    def everyone_failed() -> bool:
         client = cache()
         if worker:
             client.pipeline().hset(key, worker, time.time()).expire(key, UNLOADABLE_TTL).execute()
-        failed = {name.decode() for name in client.hkeys(key)}
         live = live_workers(queue)
-    except Exception as err:  # noqa: BLE001 - a cache
-        log.warning("cannot tell which workers can load %s (%s)", artifact, err)
-        return False
-    return bool(live) and live <= failed  # no live worker known: the cache cannot tell
+        return bool(live) and live <= {name.decode() for name in client.hkeys(key)}  # none live: cannot tell
+
+    return best_effort(f"cannot tell which workers can load {artifact}", everyone_failed, False)
 
 
 def can_load(artifact: str, worker: str) -> None:
     """``worker`` loaded ``artifact``: take it off the artifact's list, if it is on it."""
-    try:
-        cache().hdel(UNLOADABLE_KEY.format(artifact=artifact), worker)
-    except Exception as err:  # noqa: BLE001 - a cache
-        log.warning("cannot record that %s loads %s (%s)", worker, artifact, err)
+    key = UNLOADABLE_KEY.format(artifact=artifact)
+    best_effort(f"cannot record that {worker} loads {artifact}", lambda: cache().hdel(key, worker), None)

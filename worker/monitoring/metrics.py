@@ -1,4 +1,4 @@
-"""Prometheus metrics, and the exporter that reads the queues.
+"""The worker's Prometheus metrics (the exporter that reads the queues is ``worker.monitoring.exporter``).
 
 Two sources, two endpoints:
 - each worker (``FANYI_METRICS_PORT``) serves what its processes did: documents, sentences and
@@ -17,11 +17,11 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
-from typing import Any
 
 from contract import settings
 from contract.cache import count_part
 from contract.job import STATUSES, Tally
+from contract.rows import Row
 
 MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -63,8 +63,10 @@ SENTENCE_FLAGS = Counter(
 )
 TOKENS = Counter("fanyi_source_tokens_translated_total", "Source tokens of the documents written")
 ERRORS = Counter(
-    "fanyi_errors_total", "Errors by kind (document, poison, time_limit, transient, environment, chunk)", ["kind"]
-)
+    "fanyi_errors_total",
+    "Errors by kind (document, poison, time_limit, transient, environment, chunk, handler, job_gone)",
+    ["kind"],
+)  # transient, environment, chunk: worker.runtime.faults.Fault; tests/worker/monitoring/test_metrics.py holds the list
 MESSAGES_DROPPED = Counter(
     "fanyi_messages_dropped_total",
     "Messages dropped unread or undone (undecodable, not_a_task, invalid_chunk)",
@@ -91,25 +93,26 @@ BATCH_FILL = Histogram(
 )  # fmt: skip
 
 
-def record_part(job_id: str, rows: Sequence[dict[str, Any]]) -> bool:
-    """Count a written part; whether the job may be complete now (the caller then checks storage).
+def record_part(job_id: str, rows: Sequence[Row], tokens: int = 0, reused_tokens: int = 0) -> bool:
+    """Count a written part (its rows, and the source tokens the engine read and the memory spared it);
+    whether the job may be complete now (the caller then checks storage).
 
     The answer is a hint from the progress cache: True once its documents reach the total recorded
     at submission, and True whenever the cache cannot tell (Redis lost it or is down), so a lost
     cache costs a storage listing, never a job left without its ``_SUCCESS``."""
-    tally = Tally().add(rows)
+    tally = Tally().add([row.to_dict() for row in rows])
     for status in STATUSES:
         DOCUMENTS.labels(status=status).inc(tally.statuses[status])
     ERRORS.labels(kind="document").inc(tally.statuses["error"])
     SENTENCES.inc(tally.sentences)
     for flag, count in tally.sentence_flags.items():
         SENTENCE_FLAGS.labels(flag=flag).inc(count)
-    TOKENS.inc(sum(r.get("tokens", 0) for r in rows))
+    TOKENS.inc(tokens)
     WINDOWS.labels(by="memory").inc(tally.reused_windows)
     WINDOWS.labels(by="engine").inc(tally.windows - tally.reused_windows)
-    TOKENS_REUSED.inc(sum(r.get("reused_tokens", 0) for r in rows))
+    TOKENS_REUSED.inc(reused_tokens)
     for row in rows:
-        DOCUMENT_SECONDS.observe(row["timings"]["total"])
+        DOCUMENT_SECONDS.observe(row.timings.total)
     return count_part(job_id, tally)
 
 

@@ -51,6 +51,7 @@ from contract.cache import (
     RUNNING_KEY,
     UNACKED_INDEX_KEY,
     UNACKED_KEY,
+    best_effort,
     broker,
     cache,
     unfinished_jobs,
@@ -83,20 +84,15 @@ def record_running(output: str, job_id: str, chunk: int, hostname: str, delivery
     """Record ``delivery`` (whose lease says it is alive) as under way; the record, for ``record_ended``."""
 
     record = json.dumps({"worker": hostname, "delivery": delivery, "since": time.time()})
-    try:
-        cache().hset(RUNNING_KEY, chunk_field(output, job_id, chunk), record)
-    except Exception as err:  # noqa: BLE001 - a cache: the visibility timeout is the slow backstop
-        log.warning("cannot record the running chunk (%s)", err)
+    running = chunk_field(output, job_id, chunk)
+    best_effort("cannot record the running chunk", lambda: cache().hset(RUNNING_KEY, running, record), 0)
     return record
 
 
 def record_ended(output: str, job_id: str, chunk: int, record: str) -> None:
     """Clear this delivery's record, not one another delivery of the chunk wrote since."""
-
-    try:
-        cache().eval(_DELETE_IF, 1, RUNNING_KEY, chunk_field(output, job_id, chunk), record)
-    except Exception as err:  # noqa: BLE001
-        log.warning("cannot clear the running chunk (%s)", err)
+    running = chunk_field(output, job_id, chunk)
+    best_effort("cannot clear the running chunk", lambda: cache().eval(_DELETE_IF, 1, RUNNING_KEY, running, record), 0)
 
 
 @dataclass(frozen=True)
@@ -276,11 +272,9 @@ class Watchdog(threading.Thread):
         now = time.time()
         if now - self.adopted >= ADOPT_EVERY:
             self.adopted = now
-            try:
-                for key in unfinished_jobs():
-                    self.saw(*key)
-            except Exception as err:  # noqa: BLE001 - a cache: the jobs this worker saw are still watched
-                log.warning("watchdog: cannot read the registry of jobs: %s", err)
+            registered: set[tuple[str, str]] = best_effort("watchdog: cannot read the registry", unfinished_jobs, set())
+            for output, job_id in registered:
+                self.saw(output, job_id)
         with self.lock:
             due = {key: done for key, (checked, done) in self.jobs.items() if now - checked >= max(60.0, self.interval)}
         present: dict[tuple[str, str], set[int]] | None = None

@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from contract import settings
-from contract.cache import CHUNK_KEY, LEASE_KEY, cache
+from contract.cache import CHUNK_KEY, LEASE_KEY, best_effort, cache
 from worker.monitoring import fleet
 
 log = logging.getLogger(__name__)
@@ -96,23 +96,24 @@ class Deliveries:
 
     def start(self) -> tuple[int, set[str]]:
         """Record this delivery as running; the chunk's deaths so far, and its poison documents."""
-        try:
-            redis = _cache()
-            self._keep_alive(redis)  # first: the watchdog puts back a chunk whose delivery holds no lease
-            found = redis.hget(self.key, "running")
-            if found and found.decode() != self.me and self._gone(redis, found.decode()):
-                redis.eval(_DIED, 1, self.key, found.decode(), "1", "1" if _alone(found.decode()) else "0")
-            redis.hset(self.key, "running", self.me)
-            redis.expire(self.key, TTL)
-            record = {k.decode(): v.decode() for k, v in redis.hgetall(self.key).items()}
-        except Exception as err:  # noqa: BLE001 - the cache is a convenience
-            log.warning("delivery record unavailable (%s): translating the chunk as a first delivery", err)
-            return 0, set()
+        unavailable = "delivery record unavailable: translating the chunk as a first delivery"
+        record: dict[str, str] = best_effort(unavailable, self._take, {})
         self.poisoned = {
             k.removeprefix("strikes:") for k, v in record.items() if k.startswith("strikes:") and int(v) >= STRIKES
         }
         self.deaths = int(record.get("deaths", 0))
         return self.deaths, self.poisoned
+
+    def _take(self) -> dict[str, str]:
+        """Record this delivery as the running one (counting the death of one it finds gone); the record."""
+        redis = _cache()
+        self._keep_alive(redis)  # first: the watchdog puts back a chunk whose delivery holds no lease
+        found = redis.hget(self.key, "running")
+        if found and found.decode() != self.me and self._gone(redis, found.decode()):
+            redis.eval(_DIED, 1, self.key, found.decode(), "1", "1" if _alone(found.decode()) else "0")
+        redis.hset(self.key, "running", self.me)
+        redis.expire(self.key, TTL)
+        return {k.decode(): v.decode() for k, v in redis.hgetall(self.key).items()}
 
     def _gone(self, redis: Any, other: str) -> bool:
         """Whether the delivery recorded as running died: its lease lapsed while it was still recorded.
@@ -136,10 +137,9 @@ class Deliveries:
 
         def refresh() -> None:
             while not stopped.wait(lease / 3):
-                try:
-                    _cache().set(key, "1", px=math.ceil(lease * 1000))
-                except Exception as err:  # noqa: BLE001
-                    log.warning("delivery lease not refreshed: %s", err)
+                best_effort(
+                    "delivery lease not refreshed", lambda: _cache().set(key, "1", px=math.ceil(lease * 1000)), 0
+                )
 
         threading.Thread(target=refresh, name="fanyi-delivery-lease", daemon=True).start()
         redis.set(key, "1", px=math.ceil(lease * 1000))
@@ -148,20 +148,15 @@ class Deliveries:
         if self._alive is not None:
             self._alive.set()
             self._alive = None
-            try:
-                _cache().delete(LEASE_KEY.format(delivery=self.me))
-            except Exception as err:  # noqa: BLE001
-                log.warning("delivery lease not removed (it lapses on its own): %s", err)
+            lease = LEASE_KEY.format(delivery=self.me)
+            best_effort("delivery lease not removed (it lapses on its own)", lambda: _cache().delete(lease), 0)
 
     def suspect(self, doc_id: str | None) -> None:
         """The document this delivery is now on (None: between documents)."""
         if doc_id is None:
             self._record(_ENDED, "1")
             return
-        try:
-            _cache().hset(self.key, "suspect", f"{self.me} {doc_id}")
-        except Exception as err:  # noqa: BLE001 - the cache is a convenience
-            log.warning("delivery record unavailable: %s", err)
+        best_effort("delivery record unavailable", lambda: _cache().hset(self.key, "suspect", f"{self.me} {doc_id}"), 0)
 
     def timed_out(self) -> None:
         """This delivery ran past the soft time limit: it counts as one that died."""
@@ -175,18 +170,15 @@ class Deliveries:
 
     def _record(self, script: str, *flags: str) -> None:
         """Run one of the record's scripts (``_DIED``, ``_ENDED``) for this delivery."""
-        try:
-            _cache().eval(script, 1, self.key, self.me, *flags)
-        except Exception as err:  # noqa: BLE001 - the cache is a convenience
-            log.warning("delivery record unavailable: %s", err)
+        best_effort("delivery record unavailable", lambda: _cache().eval(script, 1, self.key, self.me, *flags), 0)
 
     def count(self, what: str) -> int:
         """One more of ``what`` for this chunk (``put_back``: after an environment fault; ``job_gone``: its
         manifest was missing); how many so far, 0 when the cache cannot say."""
-        try:
-            count = int(_cache().hincrby(self.key, what, 1))
+
+        def count() -> int:
+            counted = int(_cache().hincrby(self.key, what, 1))
             _cache().expire(self.key, TTL)
-            return count
-        except Exception as err:  # noqa: BLE001 - without the cache, these are not bounded
-            log.warning("delivery record unavailable: %s", err)
-            return 0
+            return counted
+
+        return best_effort("delivery record unavailable: this chunk's tries are not bounded", count, 0)

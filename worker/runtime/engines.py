@@ -57,7 +57,7 @@ def job_translator(job: Job, worker: str) -> Translator:
     own = own_translator()
     if own is not None and own.artifact.artifact_id == job.artifact_id:
         return own
-    path, queue = job.spec["artifact"], job.queue
+    path, queue = job.spec.artifact, job.queue
     try:
         translator = translator_for(path)
     except ArtifactError as err:

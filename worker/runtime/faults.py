@@ -9,7 +9,7 @@
   full or read-only), or cannot load the job's artifact while other workers may. The chunk goes back
   to the queue for a healthy worker, and this one marks itself unhealthy and stops taking chunks
   until the fault clears (``worker.monitoring.health``). A chunk put back ``FANYI_MAX_DEATHS`` times ends as
-  error rows (``worker.runtime.tasks``).
+  error rows (``worker.runtime.chunk_task``).
 * ``CHUNK``: the chunk itself cannot be done (its input is gone or unreadable, no live worker can
   load the artifact its job names, or it is another artifact now): its documents are written as error rows with the
   reason, so the job ends.

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from contract import cache, settings
+from contract.spec import JobSpec
 from worker.engine.memory import Memory
 
 log = logging.getLogger(__name__)
@@ -52,23 +53,17 @@ class RedisMemory(Memory):
             return None
 
 
-def job_memory(output: str, job_id: str, spec: Mapping[str, Any]) -> Memory | None:
+def job_memory(output: str, job_id: str, spec: JobSpec) -> Memory | None:
     """The memory a job's chunks share, by its spec's ``memory`` scope (and ``memory_prefix``); None when
     it is ``off``."""
-    scope = spec.get("memory", cache.MEMORY_DEFAULT)
-    namespace = cache.memory_namespace(output, job_id, scope, spec.get("memory_prefix"))
+    namespace = cache.memory_namespace(output, job_id, spec.memory, spec.memory_prefix)
     if namespace is None:
         return None
     return RedisMemory(cache.cache(), namespace, ttl=settings.MEMORY_TTL, capacity=settings.MEMORY_ENTRIES)
 
 
-def forget_job_memory(output: str, job_id: str, spec: Mapping[str, Any]) -> None:
+def forget_job_memory(output: str, job_id: str, spec: JobSpec) -> None:
     """Free an ended job's own memory now rather than after its TTL (a shared one stays for later jobs)."""
-    import redis
-
-    if spec.get("memory", cache.MEMORY_DEFAULT) != "job":
-        return
-    try:
-        cache.clear_memory(output, job_id)
-    except redis.RedisError as err:  # it expires on its own
-        log.warning("the translation memory of job %s cannot be cleared (%s): it expires on its own", job_id, err)
+    if spec.memory == "job":
+        unkept = f"the translation memory of job {job_id} cannot be cleared: it expires on its own"
+        cache.best_effort(unkept, lambda: cache.clear_memory(output, job_id), None)

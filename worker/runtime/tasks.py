@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict
-from typing import Any
+from dataclasses import fields
 
 from celery.exceptions import SoftTimeLimitExceeded
 
@@ -29,15 +28,15 @@ from contract.job import (
     Job,
     compacted_chunks,
     decode_documents,
-    encode_rows,
     finalize,
     input_key,
     part_key,
     read_own,
 )
 from contract.messages import InvalidChunk
+from contract.rows import Row, SentenceSpans, Timings, encode_rows
 from contract.storage import Storage, open_storage
-from worker.documents.translator import DEFAULT_BUDGET, DocumentResult, DocumentTranslator
+from worker.documents.translator import DocumentResult, DocumentTranslator
 from worker.engine.artifact import ArtifactChanged
 from worker.engine.memory import Memory
 from worker.engine.search import DecodingOptions
@@ -50,7 +49,7 @@ from worker.runtime.faults import ChunkFault, JobGone
 from worker.runtime.memory import forget_job_memory, job_memory
 
 log = logging.getLogger(__name__)
-DECODING_OPTIONS = ("beam_size", "max_new_tokens", "source_language", "target_language", "source_prefix")
+TIMINGS = {f.name for f in fields(Timings)}
 
 
 @app.task(base=ChunkTask, name=TRANSLATE_CHUNK, bind=True)
@@ -75,10 +74,12 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
         return "cancelled"
     documents = _documents(storage, job_id, chunk)
     memory = job_memory(output, job_id, job.spec)
-    rows = translate_rows(job, documents, deliveries, memory)
+    results = translate_documents(job, documents, deliveries, memory)
+    rows = [_row(result, document.text or "", job) for document, result in zip(documents, results)]
     if not storage.create(key, encode_rows(rows)):
         return "duplicate"  # another delivery wrote this part first; its content stands
-    if metrics.record_part(job_id, rows) and finalize(storage, job) is not None:  # storage decides
+    tokens, reused = sum(r.tokens for r in results), sum(r.reused_tokens for r in results)
+    if metrics.record_part(job_id, rows, tokens, reused) and finalize(storage, job) is not None:  # storage decides
         forget_job_memory(output, job_id, job.spec)
     return "written"
 
@@ -95,31 +96,24 @@ def _documents(storage: Storage, job_id: str, chunk: int) -> list[Document]:
         raise ChunkFault(f"its input is unreadable ({type(err).__name__}: {err})") from None
 
 
-def translate_rows(
+def translate_documents(
     job: Job, documents: Sequence[Document], deliveries: Deliveries, memory: Memory | None = None
-) -> list[dict[str, Any]]:
-    """One row per document: bad input rows as error rows, the others translated."""
+) -> list[DocumentResult]:
+    """One result per document: bad input rows as errors, the others translated."""
     readable = [(d.id, d.text) for d in documents if d.error is None and d.text is not None]
     results = iter(_translate(job, readable, deliveries, memory))
-    return [
-        _row(DocumentResult(d.id, "", "error", d.error) if d.error is not None else next(results), d.text or "", job)
-        for d in documents
-    ]
+    return [DocumentResult(d.id, "", "error", d.error) if d.error is not None else next(results) for d in documents]
 
 
 def _translate(
     job: Job, documents: list[tuple[str, str]], deliveries: Deliveries, memory: Memory | None
 ) -> list[DocumentResult]:
     translator = job_translator(job, deliveries.worker)
-    spec_options = job.spec.get("options", {})
+    job_options = job.spec.options
     engine = DocumentTranslator(
-        translator,
-        overlap=spec_options.get("overlap", 1),
-        budget=spec_options.get("budget", DEFAULT_BUDGET),
-        format=spec_options.get("format", "text"),
-        memory=memory,
+        translator, overlap=job_options.overlap, budget=job_options.budget, format=job_options.format, memory=memory
     )
-    options = translator.options(**{k: v for k, v in spec_options.items() if k in DECODING_OPTIONS})
+    options = translator.options(**job_options.decoding())
     deaths, poisoned = deliveries.deaths, deliveries.poisoned
     if deaths >= settings.MAX_DEATHS:
         message = f"gave up after {deaths} deliveries of this chunk died (killed or timed out); see the worker logs"
@@ -161,13 +155,13 @@ def _isolated(
     return result
 
 
-def _row(result: DocumentResult, source: str, job: Job) -> dict[str, Any]:
-    row = asdict(result)
-    row["sentences"] = [
-        {"source_start": s.source[0], "source_end": s.source[1], "target_start": s.target[0],
-         "target_end": s.target[1], "flags": s.flags}
-        for s in result.sentences
-    ]  # fmt: skip
-    timings = result.timings or {}
-    row["timings"] = {k: float(timings.get(k, 0.0)) for k in ("prepare", "translate", "total")}
-    return {**row, "job_id": job.id, "source": source, "artifact_id": job.artifact_id}
+def _row(result: DocumentResult, source: str, job: Job) -> Row:
+    """The result row of a document (``contract.rows``)."""
+    sentences = [SentenceSpans(*s.source, *s.target, s.flags) for s in result.sentences]
+    timings = Timings(
+        **{k: float(v) for k, v in (result.timings or {}).items() if k in ("prepare", "translate", "total")}
+    )
+    return Row(
+        job.id, result.id, source, result.translation, result.status, result.error, result.flags, sentences,
+        job.artifact_id, timings, result.windows, result.reused_windows,
+    )  # fmt: skip

@@ -204,8 +204,8 @@ def test_a_chat_log_keeps_one_line_per_message_and_every_number_or_a_flag(known)
     for sentence in result.sentences:
         source = "\n".join(lines)[slice(*sentence.source)]
         target = result.translation[slice(*sentence.target)]
-        numbers = re.findall(r"\d+", source)
-        assert all(n in target for n in numbers) or set(sentence.flags) & {"numbers", "retried"}, (source, target)
+        lost = [n for n in re.findall(r"\d+", source) if n not in target]
+        assert not lost or "numbers" in sentence.flags, (source, target, lost, sentence.flags)  # "retried" is no excuse
 
 
 def test_a_report_with_numbered_lists_and_a_long_paragraph_on_one_line(known) -> None:

@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worker.documents.degeneration import SYMPTOMS
-from worker.documents.markup import Mark, place, units
+from worker.documents.marks import Mark
+from worker.documents.markup import place, units
 from worker.documents.structure import differences
 from worker.documents.translator import MARKUP_SYMPTOMS, DocumentTranslator
 from worker.engine.search import DecodingOptions
@@ -288,12 +289,12 @@ def test_a_table_cell_with_an_escaped_pipe_is_translated_and_the_pipe_kept_escap
 
 
 def test_a_markdown_line_whose_markup_cannot_be_mapped_is_translated_as_text_and_flagged(monkeypatch) -> None:
-    from worker.documents import markup
+    from worker.documents import markdown
 
     def unmatched(self: Any, children: Any) -> Any:
-        raise markup._Unmatched("test")
+        raise markdown._Unmatched("test")
 
-    monkeypatch.setattr(markup._InlineMatch, "run", unmatched)
+    monkeypatch.setattr(markdown._InlineMatch, "run", unmatched)
     doc = "# Title\n\nTom has **3 apples**."
     found = units(doc, "markdown")
     assert [(u.plain, u.raw, doc[u.start : u.end]) for u in found] == [

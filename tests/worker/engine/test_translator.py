@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
 from worker.engine import sessions
+from worker.engine.artifact import Artifact
+from worker.engine.inference import pad_batch
 from worker.engine.search import DecodingOptions
 from worker.engine.translation import Translation
 from worker.engine.translator import Translator
@@ -210,6 +215,27 @@ def _translate_in_child(translator: Translator, results) -> None:
     results.put({"tokens": tokens, "pid": os.getpid(), "pool_pid": translator.pool._pid})
 
 
+def test_a_pair_a_caller_drives_runs_no_batch_until_it_lets_go(artifacts) -> None:
+    """Verification drives steps on a session pair it holds (``pool.acquire``): with one pair, a batch
+    (and the memory's ``identity``, which reads the pair's provider) waits until the caller lets go."""
+    translator = Translator(artifacts["opus-mt-en-zh"], precision="fp32", sessions=1)
+    expected = translator.translate_batch(["Tom has 3 apples."])[0]
+    done: list[object] = []
+    batch = threading.Thread(target=lambda: done.append(translator.translate_batch(["Tom has 3 apples."])[0]))
+    identity = threading.Thread(target=lambda: done.append(translator.identity))
+    with translator.pool.acquire() as inference:
+        batch.start()
+        identity.start()
+        batch.join(timeout=1)
+        identity.join(timeout=0.2)
+        assert batch.is_alive() and identity.is_alive() and not done  # both wait for the one pair
+        ids, mask = pad_batch([translator.tokenizer.encode("A cat.")], translator.pad_id)
+        assert inference.encode(ids, mask).cross  # the holder's alone meanwhile
+    batch.join(timeout=60)
+    identity.join(timeout=60)
+    assert expected in done and (translator.artifact.artifact_id, "fp32", "CPUExecutionProvider") in done
+
+
 def test_several_hypotheses_come_back_best_first_with_their_text(artifacts) -> None:
     translator = Translator(artifacts["opus-mt-en-zh"], precision="fp32")
     (out,) = translator.translate_batch(["Tom has 3 apples."], translator.options(beam_size=4, num_hypotheses=3))
@@ -232,13 +258,56 @@ def test_cuda_without_the_cuda_provider_logs_and_runs_on_cpu(artifacts, caplog) 
 
 
 def test_both_sessions_read_the_one_mapping_of_the_weights_they_share(artifacts, monkeypatch) -> None:
-    """The tensors the manifest lists as shared (here the positions) are what the sessions compute with,
-    not a mapping of their own: zeroed in that one place, the translation changes."""
-    sentence = ["Tom has 3 apples."]
-    normal = Translator(artifacts["opus-mt-en-zh"], precision="fp32").translate_batch(sentence)[0]
-    monkeypatch.setattr(sessions.np, "memmap", lambda path, dtype, mode, offset, shape: np.zeros(shape, dtype))
-    zeroed = Translator(artifacts["opus-mt-en-zh"], precision="fp32").translate_batch(sentence)[0]
-    assert (zeroed.tokens, zeroed.score) != (normal.tokens, normal.score)
+    """The tensors the manifest lists as shared (here the positions) reach the encoder and the decoder as
+    one OrtValue over weights.bin's own mapped bytes (no copy of them), and each session computes with
+    it: replaced by zeros for one graph only, that graph's output changes."""
+    artifact = Artifact.load(artifacts["opus-mt-en-zh"])
+    (entry,) = artifact.shared_weights("fp32")
+    assert set(entry["names"]) == {"encoder", "decoder"}
+    (name,) = entry["names"]["encoder"]
+    handed: dict[str, dict[str, Any]] = {}  # per graph: the initializers its session was made with
+    zeroed: dict[str, Any] = {}  # per graph: what replaces the shared value (this test's own zeros)
+    make_session = sessions.make_session
+
+    def recording(path: Path, **kwargs: Any) -> Any:
+        handed[path.stem] = dict(kwargs.get("initializers") or {})
+        if path.stem in zeroed:
+            kwargs["initializers"] = {**handed[path.stem], name: zeroed[path.stem]}
+        return make_session(path, **kwargs)
+
+    monkeypatch.setattr(sessions, "make_session", recording)  # what SessionPool calls; numpy is untouched
+
+    def outputs() -> tuple[list[np.ndarray], np.ndarray]:
+        """The encoder's cross-attention K/V and the decoder's first logits for one sentence."""
+        translator = Translator(artifact, precision="fp32", io_binding=False)
+        ids, mask = pad_batch([translator.tokenizer.encode("Tom has 3 apples.")], translator.pad_id)
+        with translator.pool.acquire() as inference:
+            state = inference.encode(ids, mask)
+            start = np.full((1, 1), translator.vocab.decoder_start)
+            return state.cross, inference.step(start, state, inference.empty_past(1)).values
+
+    cross, logits = outputs()
+    value = handed["encoder"][name]
+    assert handed["decoder"][name] is value  # one OrtValue for both graphs
+    assert _file_offset(value.data_ptr(), artifact.weights("fp32")) == entry["offset"]  # the file's own bytes
+    zeroed["encoder"] = ort.OrtValue.ortvalue_from_numpy(np.zeros(entry["shape"], entry["dtype"]))
+    zeroed_cross, _ = outputs()
+    assert not all(np.array_equal(a, b) for a, b in zip(zeroed_cross, cross))
+    zeroed["decoder"] = zeroed.pop("encoder")
+    same_cross, zeroed_logits = outputs()
+    assert all(np.array_equal(a, b) for a, b in zip(same_cross, cross))  # the encoder as before...
+    assert not np.array_equal(zeroed_logits, logits)  # ...and the decoder's positions were the zeros
+
+
+def _file_offset(address: int, path: Path) -> int | None:
+    """Which byte of ``path`` lies at ``address`` in this process, if a mapping of ``path`` covers it."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5] == str(path.resolve()):
+            low, high = (int(x, 16) for x in fields[0].split("-"))
+            if low <= address < high:
+                return int(fields[2], 16) + address - low
+    return None
 
 
 @pytest.mark.parametrize("precision", ["int8", "fp32"])

@@ -45,7 +45,7 @@ def test_a_full_disk_with_a_little_room_is_not_healthy_again_until_it_has_headro
     small = f'mount -t tmpfs -o size=16m none {disk} && exec "$@"'  # a 16 MiB disk of its own
     command = ["unshare", "-m", "sh", "-c", small, "sh", sys.executable, "-c", FILL, str(disk)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "False", "True"]  # full; 1 MiB free; emptied
 

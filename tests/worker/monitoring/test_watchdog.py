@@ -15,6 +15,7 @@ import redis
 
 from contract.cache import LEASE_KEY, RUNNING_KEY
 from contract.job import TRANSLATE_CHUNK, Job, write_failed_chunk, write_job
+from contract.spec import JobSpec
 from contract.storage import LocalStorage
 from worker.monitoring.watchdog import Watchdog, chunk_field, record_running
 
@@ -39,7 +40,7 @@ def watchdog(app=None) -> Watchdog:
 
 
 def job(storage: LocalStorage, job_id: str, chunks: int = 2) -> Job:
-    made = Job(job_id, {"artifact": "a"}, "id", [1] * chunks)
+    made = Job(job_id, JobSpec("job", ["in.jsonl"], "out", "a"), "id", [1] * chunks)
     write_job(storage, made)
     return made
 

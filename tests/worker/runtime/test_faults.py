@@ -16,11 +16,12 @@ from botocore.exceptions import ClientError, EndpointConnectionError, NoCredenti
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from contract.job import Job, failure_key, part_key, write_failed_chunk, write_job
+from contract.spec import JobSpec
 from contract.storage import LocalStorage
 from worker.engine.artifact import ArtifactError
 from worker.monitoring import health
 from worker.runtime.deliveries import Deliveries
-from worker.runtime.faults import ChunkFault, EnvironmentFault, Fault, classify
+from worker.runtime.faults import ChunkFault, EnvironmentFault, Fault, checks_for, classify
 
 ROOT = Path(__file__).resolve().parents[3]
 HEARTBEAT = 0.2  # seconds: a delivery's lease lapses after three
@@ -91,7 +92,7 @@ def killed_delivery(
     on), then is SIGKILLed."""
     code = (
         "import os, signal\n"
-        "from worker import fleet\n"
+        "from worker.monitoring import fleet\n"
         "from worker.runtime.deliveries import Deliveries\n"
         f"fleet.INSTANCE = {instance!r}\n"
         f"d = Deliveries({job!r}, {chunk}, {hostname!r})\n"
@@ -169,12 +170,12 @@ def test_a_disk_fault_without_a_file_name_is_checked_on_the_disks_not_on_storage
     from contract import settings
 
     monkeypatch.setattr(settings, "HEALTH_FILE", str(tmp_path / "state" / "health.json"))
-    checks = health.check_for(OSError(errno.ENOSPC, "No space left on device"), "s3://bucket/results")
+    checks = checks_for(OSError(errno.ENOSPC, "No space left on device"), "s3://bucket/results")
     assert {c["kind"] for c in checks} == {"disk"}
     assert {c["target"] for c in checks} == {tempfile.gettempdir(), str(tmp_path / "state")}
-    named = health.check_for(OSError(errno.EACCES, "Permission denied", str(tmp_path / "x" / "f.tmp")), "s3://b/r")
+    named = checks_for(OSError(errno.EACCES, "Permission denied", str(tmp_path / "x" / "f.tmp")), "s3://b/r")
     assert named == [{"kind": "disk", "target": str(tmp_path / "x")}]
-    refused = health.check_for(s3_error(403, "AccessDenied"), "s3://bucket/results")
+    refused = checks_for(s3_error(403, "AccessDenied"), "s3://bucket/results")
     assert refused == [{"kind": "storage", "target": "s3://bucket/results"}]
 
 
@@ -203,7 +204,7 @@ def test_a_worker_is_healthy_again_only_when_every_fault_it_met_is_fixed(tmp_pat
 
 def test_a_failure_record_is_written_only_with_the_error_part_it_explains(tmp_path: Path) -> None:
     storage = LocalStorage(tmp_path)
-    job = Job("job-1", {"artifact": "a"}, "id", [3, 3])
+    job = Job("job-1", JobSpec("job", ["in.jsonl"], "out", "a"), "id", [3, 3])
     write_job(storage, job)
     assert len(write_failed_chunk(storage, job, 0, "first delivery: its input is gone")) == 3
     assert json.loads(storage.read(failure_key(job.id, 0)))["reason"] == "first delivery: its input is gone"
