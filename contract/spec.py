@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+
 from contract import settings
 from contract.options import JobOptions
 
@@ -143,8 +145,6 @@ class JobSpec:
 
     @classmethod
     def from_dict(cls, raw: Any, *, source: str = "spec") -> JobSpec:
-        import jsonschema
-
         try:
             jsonschema.validate(raw, SCHEMA)
         except jsonschema.ValidationError as err:

@@ -13,6 +13,7 @@ Settings and their environment variables: ``contract.settings``.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import Any
 
@@ -101,6 +102,13 @@ def _warm(**_: object) -> None:
 
 
 _watchdog: Watchdog | None = None  # the main process's, from the worker's start
+# What the chunk path and the watchdog import where they first need it. Imported in the main process before its
+# watchdog thread starts: a process forked (at start, or to replace one) while that thread held a module's import
+# lock would wait on that lock forever the first time it imported the module (a chunk past every time limit).
+IMPORTED_BEFORE_FORK = (
+    "jsonschema", "pyarrow", "pyarrow.parquet", "boto3", "boto3.s3.transfer", "botocore.config", "redis",
+    "celery.schedules", "onnxruntime", "tokenizers", "sentencepiece", "prometheus_client",
+)  # fmt: skip
 
 
 @worker_init.connect
@@ -110,6 +118,8 @@ def _start_watchdog(sender: Any = None, **_: object) -> None:
     a broker that lost its keys, completion, health), so a worker that waits for Redis or loads a model
     still beats."""
     global _watchdog
+    for module in IMPORTED_BEFORE_FORK:
+        importlib.import_module(module)
     fleet.start_instance()
     health.mark_healthy()
     _watchdog = Watchdog(app, getattr(sender, "hostname", "") or "", [])

@@ -158,9 +158,7 @@ def _isolated(
 def _row(result: DocumentResult, source: str, job: Job) -> Row:
     """The result row of a document (``contract.rows``)."""
     sentences = [SentenceSpans(*s.source, *s.target, s.flags) for s in result.sentences]
-    timings = Timings(
-        **{k: float(v) for k, v in (result.timings or {}).items() if k in ("prepare", "translate", "total")}
-    )
+    timings = Timings(**{k: float(v) for k, v in (result.timings or {}).items() if k in TIMINGS})
     return Row(
         job.id, result.id, source, result.translation, result.status, result.error, result.flags, sentences,
         job.artifact_id, timings, result.windows, result.reused_windows,
