@@ -20,8 +20,12 @@ pt_BR -> pt, ...), and the msgids labelled "en". Untranslated entries (msgstr ==
 printf and brace placeholders, markup, URLs and menu accelerators (_File, &File, (_F)) are stripped;
 strings with fewer than 3 letters are dropped. Per language up to N "short" strings (< 30 characters),
 N "long" strings (>= 30 characters) and N/4 "paragraphs" (3-5 consecutive long strings of one catalogue
-joined). Languages: the 18 the worker must handle (CORE below) plus every other language with at least
---min-strings short and long strings. A "mixed" set joins two long strings of different core languages.
+joined). Languages: the 18 "core" ones the worker must handle (en zh fr de es ja ru pt it ko ar nl pl tr vi
+sv uk cs) plus every other language with at least --min-strings short and long strings. A "mixed" set joins
+two long strings of different core languages.
+
+Candidates ending in "-core" are restricted to the core languages; "py3langid-prior" keeps every language
+but makes the core ones 5 times likelier a priori (a Bayes prior on its probabilities).
 
 Each candidate runs in its own fresh process (spawned, one thread: OMP/RAYON/OPENBLAS threads set to 1),
 so load time and memory are its own: load = import + build + the first call; RSS is measured before the
@@ -70,6 +74,8 @@ LOCALE_ALIASES = {"no": "nb", "mo": "ro", "kmr": "ku", "fil": "tl"}
 # Strings no language can be read from: what does each library answer, and how sure is it?
 UNSURE = ("12345", "3.14 + 2.71", "x = foo(bar)[0]", "https://example.com/a/b", "SELECT * FROM t WHERE id = 1;")
 THRESHOLDS = (0.3, 0.5, 0.7, 0.9)
+CORE_PRIOR = 5.0  # py3langid-prior: the core languages' prior probability relative to the others
+FORK_TIMEOUT = 10.0  # seconds a forked child may take to classify one sentence with the parent's model
 
 # Library codes -> ISO 639-1 (or 639-3 where there is no 639-1 code). None: "no answer".
 CODE_ALIASES: dict[str, str | None] = {
@@ -312,16 +318,24 @@ def _lingua(core_only: bool, low_accuracy: bool) -> Loaded:
     return Loaded(detect, frozenset(codes), "relative confidence of the best language (sums to 1 over all)")
 
 
-def _py3langid(core_only: bool) -> Loaded:
+def _py3langid(core_only: bool, prior: float = 1.0) -> Loaded:
+    import numpy
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
     if core_only:
         identifier.set_languages(list(CORE))
+    classes = list(identifier.nb_classes)
+    # prior > 1: every language stays possible, but the core ones are `prior` times likelier a priori.
+    weights = numpy.array([prior if normalise(code) in CORE else 1.0 for code in classes], dtype=numpy.float32)
 
     def detect(text: str) -> tuple[str | None, float]:
-        code, probability = identifier.classify(text)
-        return normalise(code), float(probability)
+        if prior == 1.0:
+            code, probability = identifier.classify(text)
+            return normalise(code), float(probability)
+        scores = identifier._decide(text) * weights  # the probabilities classify() takes the arg-max of
+        best = int(scores.argmax())
+        return normalise(classes[best]), float(scores[best] / scores.sum())
 
     languages = frozenset(code for code in map(normalise, identifier.labels) if code)
     return Loaded(detect, languages, "softmax probability (norm_probs=True); 'zxx' = no language")
@@ -401,6 +415,13 @@ CANDIDATES = (
     ),
     Candidate("py3langid", "py3langid", ("py3langid",), lambda: _py3langid(False), "all languages"),
     Candidate("py3langid-core", "py3langid", ("py3langid",), lambda: _py3langid(True), "18 core only"),
+    Candidate(
+        "py3langid-prior",
+        "py3langid",
+        ("py3langid",),
+        lambda: _py3langid(False, CORE_PRIOR),
+        f"all, core x{CORE_PRIOR:g} prior",
+    ),
     Candidate("pycld2", "pycld2", ("pycld2",), lambda: _pycld2(False), "default"),
     Candidate("pycld2-best", "pycld2", ("pycld2",), lambda: _pycld2(True), "bestEffort=True"),
     Candidate("cld3", "gcld3", ("cld3-py", "gcld3"), _cld3, "cld3-py wheel (module gcld3)"),
@@ -454,6 +475,18 @@ def _block_network() -> list[str]:
     return attempts
 
 
+def _fork_check(detect: Detect) -> str:
+    """Does the loaded model still work in a child forked after loading (Celery's prefork pool does that)?"""
+    process = multiprocessing.get_context("fork").Process(target=detect, args=("Ein kurzer deutscher Satz.",))
+    process.start()
+    process.join(FORK_TIMEOUT)
+    if process.is_alive():
+        process.kill()
+        process.join()
+        return f"hangs (> {FORK_TIMEOUT:g} s)"
+    return "ok" if process.exitcode == 0 else f"exit code {process.exitcode}"
+
+
 def _measure(name: str, texts: dict[str, list[str]], connection: Connection) -> None:
     """Child process: load one candidate, classify every set, send the figures back."""
     attempts = _block_network()
@@ -475,6 +508,7 @@ def _measure(name: str, texts: dict[str, list[str]], connection: Connection) -> 
     result["rss_after"] = _status_mib("VmRSS")
     result["rss_peak"] = _status_mib("VmHWM")
     result["unsure"] = [loaded.detect(text) for text in UNSURE]
+    result["fork"] = _fork_check(loaded.detect)
     result["languages"] = sorted(loaded.languages)
     result["confidence"] = loaded.confidence
     result["network_attempts"] = attempts
@@ -574,13 +608,15 @@ def report(
                 f"{result['load_s']:.2f}",
                 f"{result['rss_load'] - result['rss_base']:.0f}",
                 f"{result['rss_after'] - result['rss_base']:.0f}",
+                result["fork"],
             ]
         )
     out += [
         "",
         "## Summary",
         "",
-        "Accuracy: macro % over languages. docs/s: one thread, warm. RSS: MiB above the bare interpreter.",
+        "Accuracy: macro % over languages. docs/s: one thread, warm. RSS: MiB above the bare interpreter. "
+        "Forked child: classifying in a process forked after the model was loaded.",
         "",
         _table(
             [
@@ -598,6 +634,7 @@ def report(
                 "load s",
                 "RSS loaded",
                 "RSS after",
+                "forked child",
             ],
             rows,
             right_from=2,
@@ -686,10 +723,16 @@ def main(argv: list[str] | None = None) -> None:
         default=",".join(names),
         help="comma-separated candidates (default: all); a prefix such as 'lingua' selects its variants",
     )
-    parser.add_argument("--per-language", type=int, default=400, help="short and long strings per language")
-    parser.add_argument("--min-strings", type=int, default=100, help="short and long strings a non-core language needs")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the deterministic sample")
-    parser.add_argument("--locale-dir", type=Path, default=LOCALE_DIR, help="where the .mo catalogues are")
+    parser.add_argument(
+        "--per-language", type=int, default=400, help="short and long strings per language (default: 400)"
+    )
+    parser.add_argument(
+        "--min-strings", type=int, default=100, help="short and long strings a non-core language needs (default: 100)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the deterministic sample (default: 0)")
+    parser.add_argument(
+        "--locale-dir", type=Path, default=LOCALE_DIR, help="where the .mo catalogues are (default: %(default)s)"
+    )
     parser.add_argument("--json", type=Path, help="also write every figure (and each prediction) to this file")
     parser.add_argument("--list", action="store_true", help="list the candidates and whether each is installed")
     args = parser.parse_args(argv)

@@ -168,7 +168,8 @@ def test_long_running_services_have_healthchecks_that_run_our_commands(name: str
 
 
 def test_the_exporter_serves_the_path_its_healthcheck_asks_for() -> None:
-    assert re.search(r"[\"']/healthz[\"']", (ROOT / "worker" / "monitoring" / "exporter.py").read_text()), "exporter has no /healthz"
+    exporter = (ROOT / "worker" / "monitoring" / "exporter.py").read_text()
+    assert re.search(r"[\"']/healthz[\"']", exporter), "exporter has no /healthz"
 
 
 @pytest.mark.parametrize("dockerfile", WORKER_DOCKERFILES, ids=lambda p: p.name)
