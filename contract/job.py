@@ -237,7 +237,7 @@ def decode_documents(data: bytes) -> list[Document]:
     return [Document(*row) for row in zip(table.column("id").to_pylist(), table.column("text").to_pylist(), errors)]
 
 
-STATUSES = ("ok", "partial", "error")
+STATUSES = ("ok", "partial", "error", "skipped")  # skipped: in a language the artifact cannot read
 
 
 @dataclass
@@ -249,6 +249,8 @@ class Tally:
     sentences: int = 0
     windows: int = 0
     reused_windows: int = 0
+    languages: Counter[str] = field(default_factory=Counter)  # documents per source language (found, or the job's)
+    routes: Counter[str] = field(default_factory=Counter)  # documents per routing outcome
 
     def add(self, rows: Sequence[dict[str, Any]]) -> Tally:
         for row in rows:
@@ -257,6 +259,9 @@ class Tally:
             self.reused_windows += row.get("reused_windows") or 0
             self.sentences += len(row["sentences"] or [])
             self.sentence_flags.update(flag for s in row["sentences"] or [] for flag in s["sentence_flags"])
+            if row.get("source_language"):  # parts of row format 3 on
+                self.languages[row["source_language"]] += 1
+                self.routes.update(_routes(row))
         return self
 
     def summary(self) -> dict[str, Any]:
@@ -266,11 +271,24 @@ class Tally:
             "sentences": self.sentences,
             "sentence_flags": dict(sorted(self.sentence_flags.items())),
             "memory": {"windows": self.windows, "reused_windows": self.reused_windows, "reuse_rate": self.reuse_rate},
+            "languages": dict(self.languages.most_common()),
+            "routes": dict(sorted(self.routes.items())),
         }
 
     @property
     def reuse_rate(self) -> float:
         return round(self.reused_windows / self.windows, 4) if self.windows else 0.0
+
+
+def _routes(row: dict[str, Any]) -> list[str]:
+    """What became of a routed document: ``translated``, ``already_target`` or ``skipped`` (or ``error``), and
+    ``language_fallback`` beside it when its language could not be told."""
+    flags = row.get("document_flags") or []
+    route = "already_target" if "already_target" in flags else _ROUTE_OF_STATUS.get(row["status"], row["status"])
+    return [route, *(["language_fallback"] if "language_fallback" in flags else [])]
+
+
+_ROUTE_OF_STATUS = {"ok": "translated", "partial": "translated"}
 
 
 def finalize(storage: Storage, job: Job) -> dict[str, Any] | None:

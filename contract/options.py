@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 FORMATS = ("text", "markdown", "html")
+AUTO = "auto"  # source_language: each document's own, found by language identification
 
 
 def option(
@@ -46,7 +47,9 @@ class JobOptions:
     max_new_tokens: int | None = option(None, "length limit per translation", minimum=1, maximum=4096, decoding=True)
     source_language: str | None = option(
         None, "source language code for many-to-many models (m2m100 'fr', nllb 'fra_Latn', mbart-50 'fr_XX'); "
-        "with target_language it also picks a T5 task ('en' -> 'de')", min_length=1, decoding=True,
+        "with target_language it also picks a T5 task ('en' -> 'de'); 'auto': each document's own language, "
+        "found in its text (one the model cannot read is skipped, one already in the target copied)",
+        min_length=1, decoding=True,
     )  # fmt: skip
     target_language: str | None = option(
         None, "target language code: forced first token (m2m100/nllb/mbart-50), the >>cmn_Hans<< token of a "
@@ -56,6 +59,10 @@ class JobOptions:
     source_prefix: str | None = option(
         None, "text put before every source, replacing a T5 task's prefix", decoding=True
     )
+    fallback_language: str | None = option(
+        None, "with source_language auto: the language of a document too short or too unclear to tell (default: "
+        "the one the model reads by default)", min_length=1,
+    )  # fmt: skip
     overlap: int = option(1, "context sentences before each window", minimum=0, maximum=8)
     budget: int = option(
         64, "source tokens per window (capped by the model's positions); the demo model was trained on up to 4 "
@@ -82,12 +89,18 @@ class JobOptions:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
     def decoding(self) -> dict[str, Any]:
-        """The options of the engine's search that are set: ``Translator.options(**this)``."""
+        """The options of the engine's search that are set: ``Translator.options(**this)`` (``auto`` is not an
+        option of the engine's: each document's language is)."""
         return {
             f.name: getattr(self, f.name)
             for f in fields(self)
-            if f.metadata["decoding"] and getattr(self, f.name) is not None
+            if f.metadata["decoding"] and getattr(self, f.name) not in (None, AUTO)
         }
+
+    @property
+    def routed(self) -> bool:
+        """Whether documents are routed by the language found in each (``source_language: auto``)."""
+        return self.source_language == AUTO
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser, *, documents: Sequence[str] = ()) -> None:

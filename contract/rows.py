@@ -7,6 +7,8 @@
                                        target_end (character spans), sentence_flags
     artifact_id, timings               the artifact that translated it; prepare, translate and total seconds
     windows, reused_windows            engine inputs it was cut into, and of them those the memory gave
+    source_language, target_language  ISO codes: the language found in the document (``source_language: auto``)
+                                       or the job's, and the one it was translated into (null where unknown)
 
 Every column name is distinct at every depth, so a reader can flatten a part without a clash: pandas'
 ``df.flags`` (its own attribute), polars' ``explode("sentences").unnest("sentences")`` and duckdb's
@@ -25,7 +27,7 @@ from typing import Any
 
 from contract.parquet import parquet_bytes, read_parquet
 
-ROW_FORMAT = 2
+ROW_FORMAT = 3  # 2 -> 3: source_language and target_language added (null in the parts of older formats)
 FORMAT_KEY = b"fanyi.row_format"  # in each part's Parquet key-value metadata
 _RENAMED = {"flags": "document_flags"}  # format 1 -> 2, top level; in ``sentences``: flags -> sentence_flags
 
@@ -64,6 +66,8 @@ class Row:
     timings: Timings = Timings()
     windows: int | None = None
     reused_windows: int | None = None
+    source_language: str | None = None
+    target_language: str | None = None
 
     @classmethod
     def failed(cls, job_id: str, artifact_id: str, doc_id: str, reason: str, flags: Sequence[str] = ()) -> Row:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import errno
 import hashlib
+import re
 import shutil
 import sys
 import tempfile
@@ -42,6 +43,19 @@ class Source:
     generation: Any
     arch: Architecture
     identity: dict[str, Any]
+    pair: dict[str, str] | None = None  # the fixed languages it reads and writes, when its name or --pair says
+
+
+_OPUS_MT = re.compile(r"opus-mt-(?:tc-(?:big|base)-)?([a-z]{2,3})-([a-z]{2,3})(?:$|[^a-z])")
+
+
+def named_pair(*names: str) -> dict[str, str] | None:
+    """The languages an ``opus-mt-<source>-<target>`` name says (``Helsinki-NLP/opus-mt-en-zh``: en, zh)."""
+    for name in names:
+        match = _OPUS_MT.search(name.lower())
+        if match:
+            return {"source": match[1], "target": match[2]}
+    return None
 
 
 def load_source(src: str, revision: str | None = None) -> Source:
@@ -65,7 +79,8 @@ def load_source(src: str, revision: str | None = None) -> Source:
         raise ExportError(f"cannot load {src}: {first} (re-save or re-download the model)") from None
     if identity.get("revision") is None and not local.exists():
         identity["revision"] = getattr(model.config, "_commit_hash", None)
-    return Source(model.eval(), tokenizer, generation, arch, identity)
+    names = (src, str(getattr(model.config, "_name_or_path", "")), str(getattr(tokenizer, "name_or_path", "")))
+    return Source(model.eval(), tokenizer, generation, arch, identity, named_pair(*names))
 
 
 def _content_hash(directory: Path) -> str:
@@ -195,6 +210,7 @@ def assemble(
         "source": source.identity,
         "architecture": source.arch.name,
         "model_type": source.model.config.model_type,
+        **({"pair": source.pair} if source.pair else {}),  # worker.engine.languages
         "model": _model_shape(source.model),
         "max_positions": architectures.max_positions(source.model.config),
         "special_tokens": _special_tokens(source),
@@ -216,15 +232,19 @@ def build(
     revision: str | None = None,
     verify: Any = None,
     calibration_set: Sequence[str] = (),
+    pair: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Build into a temporary sibling of ``out`` and rename on success; nothing is left on failure.
 
     ``verify(source, tmp_dir) -> report`` runs before the rename; it raises to refuse the artifact.
     ``calibration_set``: source sentences that int8-static's activation ranges are calibrated on.
+    ``pair``: the languages a model that reads and writes one fixed language does (``{"source": "en",
+    "target": "zh"}``), where its name does not say them.
     """
     check_request(src, out, precisions, calibration_set, force=force)
     say(f"loading {src}")
     source = load_source(src, revision)
+    source.pair = pair or source.pair
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:

@@ -53,7 +53,15 @@ def cmd_build(args: argparse.Namespace, calibration_set: list[str] | None = None
         revision=args.revision,
         verify=_verifier(args),
         calibration_set=calibration_set,
+        pair=args.pair,
     )
+
+
+def _pair(text: str) -> dict[str, str]:
+    source, _, target = text.partition("-")
+    if not (source.isalpha() and target.isalpha()):
+        raise argparse.ArgumentTypeError(f"{text!r}: give the two language codes as SOURCE-TARGET, e.g. en-zh")
+    return {"source": source.lower(), "target": target.lower()}
 
 
 def _read_calibration_set(path: str) -> list[str]:
@@ -92,6 +100,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
     from export_tools.fixtures.demo_corpus import calibration_set
 
     args.src, args.revision, args.skip_parity = str(DEMO_CHECKPOINT), None, False
+    args.pair = {"source": "en", "target": "zh"}
     args.dev_set = args.dev_set or str(DEMO_DEV_SET)
     cmd_build(args, calibration_set())  # the demo's own domain, none of it from the dev set
     # The training run's held-out figures (greedy, fp32) sit beside the gate's in the report.
@@ -147,6 +156,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--revision", help="hub revision (branch, tag or commit) to pin")
     b.add_argument("--force", action="store_true", help="replace an existing --out")
     b.add_argument("--skip-parity", action="store_true", help="skip the comparison with the PyTorch model")
+    b.add_argument(
+        "--pair", type=_pair, metavar="SOURCE-TARGET",
+        help="the languages of a model that reads and writes one fixed language (en-zh), where its name does not say "
+        "them (an opus-mt-en-zh name does): jobs with source_language auto route documents by them",
+    )  # fmt: skip
     _gate_options(b)
     b.set_defaults(func=cmd_build)
 

@@ -166,7 +166,9 @@ def submit(
 
 def _artifact(spec: JobSpec) -> tuple[Tokenizer, str]:
     """The artifact's tokenizer and id; the spec's languages checked against it."""
+    from worker.documents.languages import Routing
     from worker.engine.artifact import Artifact, ArtifactError
+    from worker.engine.languages import ModelLanguages
     from worker.engine.tokenizer import Tokenizer
 
     try:
@@ -176,7 +178,10 @@ def _artifact(spec: JobSpec) -> tuple[Tokenizer, str]:
         raise SpecError(f"artifact {spec.artifact!r}: {err}") from None
     options = spec.options
     try:
-        tokenizer.framing(options.source_language, options.target_language, options.source_prefix)
+        source = None if options.routed else options.source_language
+        tokenizer.framing(source, options.target_language, options.source_prefix)
+        if options.routed:
+            Routing.of(ModelLanguages.of(tokenizer, artifact.manifest.get("pair")), options)
     except ValueError as err:
         raise SpecError(f"options: {err}") from None
     return tokenizer, artifact.artifact_id

@@ -93,6 +93,8 @@ def translate(args: argparse.Namespace) -> int:
     options = translator.options(**JobOptions.from_arguments(args).decoding())
     if args.documents:
         return translate_documents(translator, options, args, memory)
+    if JobOptions.from_arguments(args).routed:
+        raise ValueError("--source-language auto decides per document: add --documents")
     return translate_lines(translator, options, args, memory)
 
 
@@ -151,12 +153,14 @@ def translate_documents(
 ) -> int:
     """Documents go to the engine ``--batch-documents`` at a time, so short ones fill its batches;
     results come out in input order, one line each, as each batch finishes. The number of error results."""
+    from worker.documents.languages import Routing
     from worker.documents.translator import DocumentTranslator
 
     job_options = JobOptions.from_arguments(args)
+    routing = Routing.of(translator.languages, job_options) if job_options.routed else None
     documents = DocumentTranslator(
         translator, overlap=job_options.overlap, budget=job_options.budget, format=job_options.format,
-        max_chars=args.max_chars, memory=memory,
+        max_chars=args.max_chars, memory=memory, routing=routing,
     )  # fmt: skip
     batch: list[tuple[str, str, bool] | DocumentResult] = []
     errors = 0

@@ -11,7 +11,7 @@ from contract.rows import FORMAT_KEY, ROW_FORMAT, Row, SentenceSpans, Timings, e
 
 ROW = Row(
     "job-1", "d", "Tom has 3 apples.", "汤姆有3个苹果。", "partial", None, ["cleaned", "numbers"],
-    [SentenceSpans(0, 17, 0, 8, ["numbers"])], "marian-x", Timings(0.1, 0.2, 0.3), 1, 0,
+    [SentenceSpans(0, 17, 0, 8, ["numbers"])], "marian-x", Timings(0.1, 0.2, 0.3), 1, 0, "en", "zh",
 )  # fmt: skip
 
 
@@ -30,7 +30,7 @@ def test_a_row_reads_back_as_written_in_this_format() -> None:
     assert first == ROW.to_dict()
     assert failed["status"] == "error" and failed["sentences"] == [] and failed["timings"]["total"] == 0.0
     names = _names(read_parquet(data).schema)  # flattened, as polars' and duckdb's unnest name them
-    assert len(names) == len(set(names)) == 20 and "flags" not in names
+    assert len(names) == len(set(names)) == 22 and "flags" not in names
 
 
 def test_a_part_of_the_first_row_format_is_read_with_the_names_of_this_one() -> None:
@@ -44,5 +44,20 @@ def test_a_part_of_the_first_row_format_is_read_with_the_names_of_this_one() -> 
     (row,) = read_rows(parquet_bytes(old))
     assert row["document_flags"] == ["numbers"] and row["sentences"][0]["sentence_flags"] == ["numbers"]
     assert "flags" not in row and row["windows"] is None  # a column it did not have yet: null
+    assert row["source_language"] is None and row["target_language"] is None
     tally = Tally().add([row])
     assert tally.sentence_flags == {"numbers": 1} and tally.statuses["partial"] == 1
+
+
+def test_a_tally_counts_documents_per_language_and_per_route() -> None:
+    rows = [
+        Row("j", "a", "Hi.", "你好。", "ok", None, [], [], "m", source_language="en", target_language="zh"),
+        Row("j", "b", "你好。", "你好。", "ok", None, ["already_target"], [], "m", source_language="zh"),
+        Row("j", "c", "Salut.", "", "skipped", "written in French", [], [], "m", source_language="fr"),
+        Row("j", "d", "42", "42", "ok", None, ["language_fallback"], [], "m", source_language="en"),
+        Row("j", "e", "", "", "error", "bad row", [], [], "m"),  # no language: not counted in either
+    ]
+    summary = Tally().add([r.to_dict() for r in rows]).summary()
+    assert summary["languages"] == {"en": 2, "zh": 1, "fr": 1}
+    assert summary["routes"] == {"already_target": 1, "language_fallback": 1, "skipped": 1, "translated": 2}
+    assert summary["statuses"] == {"ok": 3, "partial": 0, "error": 1, "skipped": 1}

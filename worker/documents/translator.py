@@ -25,8 +25,9 @@ from itertools import accumulate, pairwise
 
 from contract import settings
 from contract.options import JobOptions
-from worker.documents import markup, structure
+from worker.documents import languages, markup, structure
 from worker.documents.degeneration import SYMPTOMS, symptoms
+from worker.documents.languages import Routing
 from worker.documents.marks import Mark, Unit
 from worker.documents.segment import Sentence, line_spans
 from worker.documents.split import split_long
@@ -43,6 +44,8 @@ DEFAULTS = JobOptions()  # a job's options, where neither the job nor the caller
 # A sentence whose markup could not be lifted out went to the model markup and all: its document is partial.
 # A document whose translation lost or changed markup (``worker.documents.structure``) says so too.
 MARKUP_SYMPTOMS = frozenset({"markup_unparsed", "markup_changed"})
+# A paragraph in a language the model cannot read goes through untranslated: its document is partial.
+LANGUAGE_SYMPTOMS = frozenset({"language_unread"})
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # what ends a paragraph of text or Markdown
 # Control and zero-width characters become spaces: offsets stay those of the source text.
 _INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u2028\u2029\u2060\ufeff]")
@@ -77,6 +80,8 @@ class DocumentResult:
     # Of them, those reused: from the translation memory (``worker.engine.memory``), or a copy earlier in the call.
     reused_windows: int = 0
     reused_tokens: int = 0  # source tokens of those: what the engine did not have to read
+    source_language: str | None = None  # ISO: the language it was found in (``source_language: auto``), or the job's
+    target_language: str | None = None  # ISO: the language it was translated into, where the job says
 
 
 @dataclass
@@ -98,6 +103,10 @@ class _Plan:
     limited: set[int] = field(default_factory=set)  # sentences whose window output hit the length limit
     reused: list[Translation] = field(default_factory=list)  # window outputs the memory gave
     prepare_seconds: float = 0.0
+    codes: list[str | None] = field(default_factory=list)  # per sentence: the model code it is read as (routing)
+    kept: set[int] = field(default_factory=set)  # sentences copied through as they are (routing)
+    language: str | None = None  # the document's language (routing)
+    paragraph: list[int] = field(default_factory=list)  # per sentence: its paragraph's number
 
 
 class DocumentTranslator:
@@ -113,12 +122,13 @@ class DocumentTranslator:
         max_chars: int = settings.MAX_DOCUMENT_CHARS,  # a longer document is an error asking to split it
         format: str = DEFAULTS.format,
         memory: Memory | None = None,  # translations of earlier windows (``worker.engine.memory``); None: none kept
+        routing: Routing | None = None,  # documents routed by their language (``worker.documents.languages``)
     ):
         if format not in markup.FORMATS:
             raise ValueError(f"unknown format {format!r}: use one of {', '.join(markup.FORMATS)}")
         limit = (translator.max_positions or budget + 2) - 2
         self.translator, self.budget, self.overlap = translator, min(budget, limit), overlap
-        self.max_chars, self.format, self.memory = max_chars, format, memory
+        self.max_chars, self.format, self.memory, self.routing = max_chars, format, memory, routing
 
     def _count(self, text: str) -> int:
         return len(self.translator.tokenizer.encode(text))
@@ -154,7 +164,55 @@ class DocumentTranslator:
         tokens = sum(sum(counts[w.start : w.end]) for w in windows)
         translations = [""] * len(sentences)
         crlf = _crlf_lines(text)
-        return _Plan(doc_id, clean, units, sentences, windows, tokens, flags, sentence_flags, translations, crlf)
+        plan = _Plan(doc_id, clean, units, sentences, windows, tokens, flags, sentence_flags, translations, crlf)
+        plan.codes, plan.paragraph = [None] * len(sentences), [paragraph[s.line] for s in sentences]
+        return plan
+
+    def _routed(self, plan: _Plan, text: str) -> _Plan | DocumentResult:
+        """The plan with the route of its language (``worker.documents.languages``): the paragraphs it does not
+        translate copied through; or the document's result when it translates none."""
+        assert self.routing is not None
+        paragraph = plan.paragraph
+        prose = [""] * (max(paragraph, default=0) + 1)
+        for i, sentence in enumerate(plan.sentences):
+            if "code" not in plan.sentence_flags[i]:
+                prose[paragraph[i]] += sentence.text + " "
+        found = languages.route(prose, self.routing)
+        plan.language, plan.flags = found.language, plan.flags | set(found.flags)
+        if not found.translated:
+            if set(found.copied.values()) == {"already_target"}:
+                flags = sorted(plan.flags | {"already_target"})
+                return DocumentResult(plan.id, text, "ok", flags=flags, source_language=found.language)
+            reason = languages.skip_reason(found.language, self.routing)
+            return DocumentResult(plan.id, "", "skipped", reason, flags=found.flags, source_language=found.language)
+        for i, sentence in enumerate(plan.sentences):
+            plan.codes[i] = found.paragraphs[paragraph[i]]
+            if paragraph[i] in found.copied:
+                plan.translations[i] = sentence.text
+                plan.sentence_flags[i].add(found.copied[paragraph[i]])
+                plan.kept.add(i)
+        return plan
+
+    def _engine(
+        self,
+        texts: Sequence[str],
+        codes: Sequence[str | None],
+        options: DecodingOptions,
+        translator: Translator | None = None,
+    ) -> list[Translation]:
+        """``texts`` translated (by ``translator``, this one's by default), each read as the language of its model
+        code when documents are routed (one engine call a language)."""
+        engine = translator or self.translator
+        if self.routing is None:
+            return engine.translate_batch(texts, options, self.memory)
+        out: list[Translation | None] = [None] * len(texts)
+        for code in dict.fromkeys(codes):
+            picked = [k for k, c in enumerate(codes) if c == code]
+            read_as = replace(options, source_language=code)
+            done = engine.translate_batch([texts[k] for k in picked], read_as, self.memory)
+            for k, translation in zip(picked, done):
+                out[k] = translation
+        return [t for t in out if t is not None]
 
     def translate(
         self, documents: Sequence[tuple[str, str]], options: DecodingOptions | None = None
@@ -164,8 +222,8 @@ class DocumentTranslator:
         plans = [self._plan_or_error(doc_id, text) for doc_id, text in documents]
         live = [p for p in plans if isinstance(p, _Plan)]
         started = time.perf_counter()
-        jobs = [(p, w) for p in live for w in p.windows]
-        outputs = self.translator.translate_batch([_window_text(p, w) for p, w in jobs], options, self.memory)
+        jobs = [(p, w) for p in live for w in p.windows if w.first not in p.kept]  # a window: one paragraph
+        outputs = self._engine([_window_text(p, w) for p, w in jobs], [p.codes[w.first] for p, w in jobs], options)
         self._stitch(jobs, outputs, options)
         _copy_untranslatable(live)
         self._guard(live, options)
@@ -177,11 +235,16 @@ class DocumentTranslator:
         started = time.perf_counter()
         try:
             plan = self.plan(doc_id, text)
+            routed = self._routed(plan, text) if self.routing is not None else plan
         except Exception as err:  # noqa: BLE001 - bad input must not sink the batch
             seconds = time.perf_counter() - started
             return DocumentResult(doc_id, "", "error", f"{type(err).__name__}: {err}", timings={"total": seconds})
-        plan.prepare_seconds = time.perf_counter() - started
-        return plan
+        seconds = time.perf_counter() - started
+        if isinstance(routed, DocumentResult):
+            routed.timings = {"prepare": seconds, "total": seconds}
+            return routed
+        routed.prepare_seconds = seconds
+        return routed
 
     def _stitch(self, jobs: list[tuple[_Plan, Window]], outputs: list[Translation], options: DecodingOptions) -> None:
         """Each window's translation shared out to its sentences; windows that do not align are
@@ -199,7 +262,8 @@ class DocumentTranslator:
                 plan.translations[i] = piece
                 if "length_limit" in out.flags:
                     plan.limited.add(i)
-        redone = self.translator.translate_batch([plan.sentences[i].text for plan, i in retry], options, self.memory)
+        texts, codes = [plan.sentences[i].text for plan, i in retry], [plan.codes[i] for plan, i in retry]
+        redone = self._engine(texts, codes, options)
         for (plan, i), out in zip(retry, redone):
             plan.translations[i] = out.text
             plan.sentence_flags[i].add("restitched")
@@ -214,6 +278,7 @@ class DocumentTranslator:
             for plan in plans
             for i, sentence in enumerate(plan.sentences)
             if "copied" not in plan.sentence_flags[i]
+            and i not in plan.kept
             and (seen := symptoms(sentence.text, plan.translations[i], hit_length_limit=i in plan.limited))
         ]
         if not suspects:
@@ -227,7 +292,8 @@ class DocumentTranslator:
         retry = (
             self.translator.at_precision("fp32") if "fp32" in self.translator.artifact.precisions else self.translator
         )
-        redone = retry.translate_batch([plan.sentences[i].text for plan, i, _ in suspects], stronger, self.memory)
+        texts, codes = [plan.sentences[i].text for plan, i, _ in suspects], [plan.codes[i] for plan, i, _ in suspects]
+        redone = self._engine(texts, codes, stronger, retry)
         for (plan, i, before), out in zip(suspects, redone):
             after = symptoms(plan.sentences[i].text, out.text, hit_length_limit="length_limit" in out.flags)
             if len(after) < len(before):
@@ -240,20 +306,24 @@ class DocumentTranslator:
         assigned = {id(plan): _assign(plan) for plan in plans}
         inner = sorted(
             {
-                words
+                (words, plan.codes[i] or "")
                 for plan in plans
                 for i, marks in assigned[id(plan)].items()
                 for words in markup.needs_inner(plan.sentences[i].text, marks)
             }
         )
-        found = dict(zip(inner, (t.text for t in self.translator.translate_batch(inner, options, self.memory))))
+        translated = self._engine([w for w, _ in inner], [c or None for _, c in inner], options)
+        found: dict[str | None, dict[str, str]] = {}
+        for (words, code), out in zip(inner, translated):
+            found.setdefault(code or None, {})[words] = out.text
         for plan in plans:
             for i, sentence in enumerate(plan.sentences):
                 marks = assigned[id(plan)].get(i, [])
                 last = i + 1 == len(plan.sentences) or plan.sentences[i + 1].line != sentence.line
                 unit = plan.units[sentence.line]
+                inner_found = found.get(plan.codes[i], {})
                 placed = markup.place(
-                    sentence.text, plan.translations[i], marks, found, self.format, last, unit.escaped
+                    sentence.text, plan.translations[i], marks, inner_found, self.format, last, unit.escaped
                 )
                 plan.marked.append(placed.text)
                 if placed.moved:
@@ -311,12 +381,13 @@ def _result(plan: _Plan, seconds_per_token: float, fmt: str) -> DocumentResult:
         for (src, tgt), f in zip(alignment, plan.sentence_flags)
     ]
     flags = plan.flags.union(*plan.sentence_flags) | ({"markup_changed"} if changed else set())
-    status = "partial" if flags & (SYMPTOMS | MARKUP_SYMPTOMS) else "ok"
+    status = "partial" if flags & (SYMPTOMS | MARKUP_SYMPTOMS | LANGUAGE_SYMPTOMS) else "ok"
     timings = {"prepare": plan.prepare_seconds, "translate": plan.tokens * seconds_per_token}
     timings["total"] = timings["prepare"] + timings["translate"]
     reused = len(plan.reused), sum(t.source_tokens for t in plan.reused)
+    windows = sum(w.first not in plan.kept for w in plan.windows)
     return DocumentResult(
-        plan.id, text, status, None, sentences, sorted(flags), timings, plan.tokens, len(plan.windows), *reused
+        plan.id, text, status, None, sentences, sorted(flags), timings, plan.tokens, windows, *reused, plan.language
     )
 
 

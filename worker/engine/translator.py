@@ -11,6 +11,7 @@ from pathlib import Path
 from worker.engine.artifact import Artifact
 from worker.engine.batching import Batch, plan_batches
 from worker.engine.inference import SOURCE_MULTIPLE, pad_batch
+from worker.engine.languages import ModelLanguages
 from worker.engine.memory import Memory
 from worker.engine.search import DecodingOptions, SearchResult, Vocabulary, for_batch, generate
 from worker.engine.sessions import SessionPool
@@ -76,6 +77,11 @@ class Translator:
                 io_binding=pool.io_binding,
             )
         return self._siblings[precision]
+
+    @functools.cached_property
+    def languages(self) -> ModelLanguages:
+        """The languages the model reads and writes (``worker.engine.languages``)."""
+        return ModelLanguages.of(self.tokenizer, self.artifact.manifest.get("pair"))
 
     def options(self, **overrides: object) -> DecodingOptions:
         """The model's own generation settings with ``overrides`` applied.

@@ -36,6 +36,7 @@ from contract.job import (
 from contract.messages import InvalidChunk
 from contract.rows import Row, SentenceSpans, Timings, encode_rows
 from contract.storage import Storage, open_storage
+from worker.documents.languages import Routing
 from worker.documents.translator import DocumentResult, DocumentTranslator
 from worker.engine.artifact import ArtifactChanged
 from worker.engine.memory import Memory
@@ -110,10 +111,30 @@ def _translate(
 ) -> list[DocumentResult]:
     translator = job_translator(job, deliveries.worker)
     job_options = job.spec.options
+    routing = Routing.of(translator.languages, job_options) if job_options.routed else None
     engine = DocumentTranslator(
-        translator, overlap=job_options.overlap, budget=job_options.budget, format=job_options.format, memory=memory
-    )
+        translator, overlap=job_options.overlap, budget=job_options.budget, format=job_options.format, memory=memory,
+        routing=routing,
+    )  # fmt: skip
     options = translator.options(**job_options.decoding())
+    results = _attempts(engine, documents, deliveries, options, job)
+    source, target = translator.languages.pair(
+        None if job_options.routed else job_options.source_language, job_options.target_language
+    )
+    for result in results:
+        result.source_language, result.target_language = result.source_language or source, target
+    return results
+
+
+def _attempts(
+    engine: DocumentTranslator,
+    documents: list[tuple[str, str]],
+    deliveries: Deliveries,
+    options: DecodingOptions,
+    job: Job,
+) -> list[DocumentResult]:
+    """The documents translated together on a first delivery, one by one after a failure or a death, or none
+    once the chunk's deliveries died too often."""
     deaths, poisoned = deliveries.deaths, deliveries.poisoned
     if deaths >= settings.MAX_DEATHS:
         message = f"gave up after {deaths} deliveries of this chunk died (killed or timed out); see the worker logs"
@@ -161,5 +182,5 @@ def _row(result: DocumentResult, source: str, job: Job) -> Row:
     timings = Timings(**{k: float(v) for k, v in (result.timings or {}).items() if k in TIMINGS})
     return Row(
         job.id, result.id, source, result.translation, result.status, result.error, result.flags, sentences,
-        job.artifact_id, timings, result.windows, result.reused_windows,
+        job.artifact_id, timings, result.windows, result.reused_windows, result.source_language, result.target_language,
     )  # fmt: skip
