@@ -56,7 +56,7 @@ def test_bad_rows_become_error_rows_and_the_job_runs(tmp_path, services, demo_ar
     assert "not JSON" in rows["rows.jsonl:5"]["error"] and "no column 'id'" in rows["rows.jsonl:6"]["error"]
     assert rows["good-2"]["translation"] == "会议上午9点开始。"
     summary = json.loads(open_storage(services["output"]).read(f"{job_id}/_SUCCESS"))
-    assert summary["statuses"] == {"ok": 3, "partial": 0, "error": 6}
+    assert summary["statuses"] == {"ok": 3, "partial": 0, "error": 6, "skipped": 0}
     assert summary["sentences"] == 3 and summary["sentence_flags"] == {}
 
 

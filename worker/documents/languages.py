@@ -60,7 +60,7 @@ class Routing:
         if not languages.reads:
             raise ValueError(
                 "source_language auto: the artifact does not say which language it reads; re-export it with "
-                "--pair SOURCE-TARGET, or name the job's source_language"
+                "--pair SOURCE-TARGET, or give the job a source_language instead of auto"
             )
         if target is None:
             raise ValueError("source_language auto: name the job's target_language (this model writes several)")
@@ -101,14 +101,11 @@ def route(paragraphs: Sequence[str], routing: Routing) -> Route:
     copied: dict[int, str] = {}
     for number, own in enumerate(found):
         paragraph_language = own or language
-        if paragraph_language == routing.target:
-            copied[number] = "already_target"
-        elif paragraph_language in routing.reads:
+        if paragraph_language != routing.target and paragraph_language in routing.reads:
             codes.append(routing.reads[paragraph_language])
-            continue
         else:
-            copied[number] = "language_unread"
-        codes.append(None)
+            copied[number] = "already_target" if paragraph_language == routing.target else "language_unread"
+            codes.append(None)
     return Route(language, codes, copied, fallback=whole is None)
 
 
