@@ -6,7 +6,7 @@ are code (``worker.documents.translator`` hands over what its plan found). Each 
 takes the document's language. The document's language is that of most of its letters.
 
 Each paragraph then goes one of three ways: in a language the model reads, it is translated from that
-language (a many-to-many model is told it: ``ModelLanguages.source_code``); already in the target
+language (a many-to-many model is told its own code: ``ModelLanguages.reads``); already in the target
 language, it is copied through; in a language the model cannot read, it is copied through untranslated
 and flagged ``language_unread`` (its document ``partial``: never ``ok``). A document none of whose
 paragraphs can be translated is not translated at all: ``already_target`` (status ``ok``, translation =

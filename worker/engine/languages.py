@@ -72,20 +72,6 @@ class ModelLanguages:
         target = target or self.default_target or (next(iter(self.writes)) if len(self.writes) == 1 else None)
         return (iso(source) if source else None), (iso(target) if target else None)
 
-    def source_code(self, language: str) -> str | None:
-        """The model's code for reading ``language`` (ISO or the model's own code); KeyError if it cannot."""
-        return self._code(self.reads, language)
-
-    def target_code(self, language: str) -> str | None:
-        """The model's code for writing ``language``; KeyError if it cannot."""
-        return self._code(self.writes, language)
-
-    @staticmethod
-    def _code(known: Mapping[str, str | None], language: str) -> str | None:
-        if language in known.values() and language is not None:
-            return language  # the model's own code, as a user may give it (``zho_Hant``)
-        return known[iso(language)]
-
 
 def _by_iso(codes: Iterable[str]) -> dict[str, str | None]:
     """ISO code -> the model's code, the preferred one where it has several for a language: the language's

@@ -82,10 +82,19 @@ def test_a_models_codes_read_as_iso_and_back() -> None:
     assert [iso(code) for code in ("fra_Latn", "zh_CN", "cmn_Hans", "pt-BR", "en_XX", "arb_Arab")] == [
         "fr", "zh", "zh", "pt", "en", "ar",
     ]  # fmt: skip
-    nllb = ModelLanguages({"fr": "fra_Latn", "zh": "zho_Hans"}, {"zh": "zho_Hans"})
-    assert nllb.source_code("fr") == "fra_Latn" and nllb.target_code("zho_Hans") == "zho_Hans"
-    with pytest.raises(KeyError):
-        nllb.source_code("de")
+    nllb = ModelLanguages.of(_Codes(["zho_Hant", "fra_Latn", "cmn_Hans", "zho_Hans", "eng_Latn"]), None)
+    assert nllb.reads == {"en": "eng_Latn", "fr": "fra_Latn", "zh": "zho_Hans"} and nllb.reads == nllb.writes
+    assert nllb.pair(None, "zh") == ("en", "zh")  # the model's own default source, the target asked for
+
+
+class _Codes:
+    """A many-to-many tokenizer's language codes, as ``Tokenizer`` lists them."""
+
+    def __init__(self, codes: list[str]):
+        self.language_ids = {code: k for k, code in enumerate(codes)}
+        self.tasks: list[dict[str, str]] = []
+        self.source_role, self.target_role = "token", "forced_bos"
+        self.default_source, self.default_target = "eng_Latn", None
 
 
 def test_a_mixed_corpus_on_the_demo_model_translates_english_only(demo_artifact: Path) -> None:
