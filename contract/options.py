@@ -102,6 +102,11 @@ class JobOptions:
         """Whether documents are routed by the language found in each (``source_language: auto``)."""
         return self.source_language == AUTO
 
+    @property
+    def fixed_source_language(self) -> str | None:
+        """The source language the job names for all its documents (None: the model's own, or ``auto``)."""
+        return None if self.routed else self.source_language
+
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser, *, documents: Sequence[str] = ()) -> None:
         """One flag per option (``--max-new-tokens``), its default and help from here; ``documents``: the

@@ -178,10 +178,8 @@ def _artifact(spec: JobSpec) -> tuple[Tokenizer, str]:
         raise SpecError(f"artifact {spec.artifact!r}: {err}") from None
     options = spec.options
     try:
-        source = None if options.routed else options.source_language
-        tokenizer.framing(source, options.target_language, options.source_prefix)
-        if options.routed:
-            Routing.of(ModelLanguages.of(tokenizer, artifact.manifest.get("pair")), options)
+        tokenizer.framing(options.fixed_source_language, options.target_language, options.source_prefix)
+        Routing.of(ModelLanguages.of(tokenizer, artifact.manifest.get("pair")), options)
     except ValueError as err:
         raise SpecError(f"options: {err}") from None
     return tokenizer, artifact.artifact_id

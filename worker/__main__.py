@@ -157,7 +157,7 @@ def translate_documents(
     from worker.documents.translator import DocumentTranslator
 
     job_options = JobOptions.from_arguments(args)
-    routing = Routing.of(translator.languages, job_options) if job_options.routed else None
+    routing = Routing.of(translator.languages, job_options)
     documents = DocumentTranslator(
         translator, overlap=job_options.overlap, budget=job_options.budget, format=job_options.format,
         max_chars=args.max_chars, memory=memory, routing=routing,

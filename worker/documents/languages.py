@@ -54,8 +54,11 @@ class Routing:
     fallback: str | None = None
 
     @classmethod
-    def of(cls, languages: ModelLanguages, options: JobOptions) -> Routing:
-        """A job's routing on a model of ``languages``; a ValueError that says what the job must name."""
+    def of(cls, languages: ModelLanguages, options: JobOptions) -> Routing | None:
+        """A job's routing on a model of ``languages`` (None: the job is not routed, it names its source language);
+        a ValueError that says what the job must name."""
+        if not options.routed:
+            return None
         source, target = languages.pair(None, options.target_language)
         if not languages.reads:
             raise ValueError(

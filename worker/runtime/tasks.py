@@ -111,16 +111,14 @@ def _translate(
 ) -> list[DocumentResult]:
     translator = job_translator(job, deliveries.worker)
     job_options = job.spec.options
-    routing = Routing.of(translator.languages, job_options) if job_options.routed else None
+    routing = Routing.of(translator.languages, job_options)
     engine = DocumentTranslator(
         translator, overlap=job_options.overlap, budget=job_options.budget, format=job_options.format, memory=memory,
         routing=routing,
     )  # fmt: skip
     options = translator.options(**job_options.decoding())
     results = _attempts(engine, documents, deliveries, options, job)
-    source, target = translator.languages.pair(
-        None if job_options.routed else job_options.source_language, job_options.target_language
-    )
+    source, target = translator.languages.pair(job_options.fixed_source_language, job_options.target_language)
     for result in results:
         result.source_language, result.target_language = result.source_language or source, target
     return results
