@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 JOBS_KEY = "fanyi:jobs"  # hash: job id -> output prefix, for the exporter and the CLI
-JOB_PROGRESS_KEY = "fanyi:progress:{job}"  # hash: total, documents, errors, partial, flag:<name>, windows, ..., ended
+JOB_PROGRESS_KEY = "fanyi:progress:{job}"  # hash: total, documents, errors, partial, windows, Tally.counters(), ended
 RUNNING_KEY = "fanyi:running"  # hash: "<output>|<job>|<chunk>" -> {"worker", "delivery", "since"} under way
 WORKER_KEY = "fanyi:worker:{hostname}"  # a worker's heartbeat: its health and queues, expiring after 3 heartbeats
 WORKERS_KEY = "fanyi:workers"  # set: the workers that beat, pruned of those whose heartbeat expired
@@ -85,8 +85,8 @@ def count_part(job_id: str, tally: Tally) -> bool:
         pipeline = cache().pipeline().hincrby(progress, "documents", sum(tally.statuses.values()))
         pipeline.hincrby(progress, "errors", tally.statuses["error"])
         pipeline.hincrby(progress, "partial", tally.statuses["partial"])
-        for flag, number in tally.sentence_flags.items():
-            pipeline.hincrby(progress, f"flag:{flag}", number)
+        for name, number in tally.counters().items():
+            pipeline.hincrby(progress, name, number)
         pipeline.hincrby(progress, "windows", tally.windows).hincrby(progress, "reused_windows", tally.reused_windows)
         done, *_, total = pipeline.hget(progress, "total").execute()
         return total is None or int(done) >= int(total)
@@ -105,7 +105,7 @@ def rebuild_progress(job_id: str, output: str) -> None:
         tally.add(read_rows(storage.read(key)))
     counts: dict[str, float] = {"total": job.documents, "documents": sum(tally.statuses.values())}
     counts |= {"errors": tally.statuses["error"], "partial": tally.statuses["partial"]}
-    counts |= {f"flag:{f}": n for f, n in tally.sentence_flags.items()}
+    counts |= tally.counters()
     counts |= {"windows": tally.windows, "reused_windows": tally.reused_windows}
     if storage.exists(job.key("_SUCCESS")) or storage.exists(job.key("_CANCELLED")):
         counts["ended"] = time.time()

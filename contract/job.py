@@ -1,6 +1,6 @@
 """A job in storage: its manifest, chunk inputs, result parts and markers. Storage is the system of record.
 
-    <output>/<job id>/_job.json                     the manifest: spec, artifact id, chunk sizes
+    <output>/<job id>/_job.json                     the manifest: spec, artifact ids, chunk sizes
     <output>/<job id>/_inputs/chunk-00017.pq        the documents of chunk 17 (id, text, error), in Parquet
     <output>/<job id>/_inputs/ids.pq                every document's id and chunk (for a chunk lost later)
     <output>/<job id>/_ENQUEUED                     every chunk was enqueued once: the job is running
@@ -21,6 +21,10 @@ A job's state comes from these alone: ``submitting`` (no ``_ENQUEUED`` yet: enqu
 ``jobs resume`` completes it), ``running``, ``cancelled``, and at the end (``_SUCCESS``)
 ``succeeded`` (no error row), ``completed_with_errors`` or ``failed`` (every row an error).
 
+A job with several target languages (``JobSpec.targets``) has one chunk per chunk input and target:
+chunk ``c`` of a job with ``N`` chunk inputs reads input ``c mod N`` into target ``c div N``, so parts,
+progress, failures and ``resume`` count (document, target) rows and need nothing else.
+
 Chunk inputs are copied at submission, so a chunk is self-contained: the source files may move or
 change afterwards, and ``resume`` needs nothing but this prefix.
 """
@@ -32,7 +36,7 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -58,10 +62,29 @@ def check_job_id(job_id: str) -> str:
 class Job:
     id: str
     spec: JobSpec
-    artifact_id: str
-    chunks: list[int]  # documents per chunk
+    artifact_id: str  # the first target's
+    chunks: list[int]  # documents per chunk: per chunk input, once per target
     created: float = field(default_factory=time.time)
     bad_rows: int = 0  # input rows that could not be read as documents: each is an error row in the output
+    artifact_ids: dict[str, str] = field(default_factory=dict)  # each artifact's path -> its id
+
+    @property
+    def input_chunks(self) -> int:
+        """How many chunk inputs the job has: each is read by one chunk per target."""
+        return len(self.chunks) // len(self.spec.targets)
+
+    def input_chunk(self, chunk: int) -> int:
+        """The chunk input that chunk ``chunk`` translates."""
+        return chunk % self.input_chunks
+
+    def target(self, chunk: int) -> str | None:
+        """The language chunk ``chunk`` translates into (None: the one its model writes)."""
+        return self.spec.targets[chunk // self.input_chunks]
+
+    def artifact(self, chunk: int) -> tuple[str, str]:
+        """The path and id of the artifact that translates chunk ``chunk``."""
+        path = self.spec.artifact_for(self.target(chunk))
+        return path, self.artifact_ids.get(path, self.artifact_id)
 
     @property
     def documents(self) -> int:
@@ -152,7 +175,8 @@ def chunk_ids(storage: Storage, job: Job, chunk: int) -> list[str]:
     """The ids of a chunk's documents, from the job's id list; positions when even that is gone."""
     try:
         table = read_parquet(read_own(storage, ids_key(job.id)))
-        return [i for c, i in zip(table.column("chunk").to_pylist(), table.column("id").to_pylist()) if c == chunk]
+        own = job.input_chunk(chunk)
+        return [i for c, i in zip(table.column("chunk").to_pylist(), table.column("id").to_pylist()) if c == own]
     except Exception:  # noqa: BLE001 - the ids are a convenience for error rows; positions still count them
         return [f"{job.id}/chunk-{chunk:05d}/document-{k}" for k in range(job.chunks[chunk])]
 
@@ -161,10 +185,9 @@ def write_failed_chunk(storage: Storage, job: Job, chunk: int, reason: str) -> l
     """The chunk's documents as error rows with ``reason``, created once like any part, and then why it
     failed, for ``jobs status``: only by the call that created the part, so a good part that exists is
     never listed as failed. Returns the rows (empty if a part already existed)."""
-    rows = [
-        Row.failed(job.id, job.artifact_id, doc_id, reason, ["chunk_failed"])
-        for doc_id in chunk_ids(storage, job, chunk)
-    ]
+    artifact_id, target = job.artifact(chunk)[1], job.target(chunk)
+    ids = chunk_ids(storage, job, chunk)
+    rows = [Row.failed(job.id, artifact_id, doc_id, reason, ["chunk_failed"], target) for doc_id in ids]
     if not storage.create(part_key(job.id, chunk), encode_rows(rows)):
         return []
     storage.put(failure_key(job.id, chunk), json.dumps({"reason": reason, "time": time.time()}).encode())
@@ -213,11 +236,13 @@ def result_keys(storage: Storage, job: Job) -> list[str]:
 
 @dataclass(frozen=True)
 class Document:
-    """One input row of a job: its id and text, or why it cannot be translated (it becomes an error row)."""
+    """One input row of a job: its id and text, or why it cannot be translated (it becomes an error row); its
+    language when the input gives it (a spec's ``language_column``)."""
 
     id: str
     text: str | None
     error: str | None = None
+    language: str | None = None
 
 
 def encode_documents(documents: Sequence[Document]) -> bytes:
@@ -227,14 +252,15 @@ def encode_documents(documents: Sequence[Document]) -> bytes:
         "id": pa.array([d.id for d in documents], pa.string()),
         "text": pa.array([d.text for d in documents], pa.string()),
         "error": pa.array([d.error for d in documents], pa.string()),
+        "language": pa.array([d.language for d in documents], pa.string()),
     }
     return parquet_bytes(pa.table(columns))
 
 
 def decode_documents(data: bytes) -> list[Document]:
     table = read_parquet(data)
-    errors = table.column("error").to_pylist() if "error" in table.column_names else [None] * table.num_rows
-    return [Document(*row) for row in zip(table.column("id").to_pylist(), table.column("text").to_pylist(), errors)]
+    column = lambda name: table.column(name).to_pylist() if name in table.column_names else [None] * table.num_rows
+    return [Document(*row) for row in zip(column("id"), column("text"), column("error"), column("language"))]
 
 
 STATUSES = ("ok", "partial", "error", "skipped")  # skipped: in a language the artifact cannot read
@@ -251,6 +277,7 @@ class Tally:
     reused_windows: int = 0
     languages: Counter[str] = field(default_factory=Counter)  # documents per source language (found, or the job's)
     routes: Counter[str] = field(default_factory=Counter)  # documents per routing outcome
+    targets: Counter[tuple[str, str]] = field(default_factory=Counter)  # rows per (target language, status)
 
     def add(self, rows: Sequence[dict[str, Any]]) -> Tally:
         for row in rows:
@@ -262,7 +289,17 @@ class Tally:
             if row.get("source_language"):  # parts of row format 3 on
                 self.languages[row["source_language"]] += 1
                 self.routes.update(_routes(row))
+            if row.get("target_language"):
+                self.targets[row["target_language"], row["status"]] += 1
         return self
+
+    def counters(self) -> dict[str, int]:
+        """The named counts a job's progress cache keeps beside its totals: ``flag:<flag>``,
+        ``language:<code>``, ``route:<route>``, ``target:<code>:<status>`` (``contract.cache``)."""
+        named = {f"flag:{flag}": n for flag, n in self.sentence_flags.items()}
+        named |= {f"language:{code}": n for code, n in self.languages.items()}
+        named |= {f"route:{route}": n for route, n in self.routes.items()}
+        return named | {f"target:{code}:{status}": n for (code, status), n in self.targets.items()}
 
     def summary(self) -> dict[str, Any]:
         statuses = {s: self.statuses.get(s, 0) for s in STATUSES}
@@ -273,6 +310,7 @@ class Tally:
             "memory": {"windows": self.windows, "reused_windows": self.reused_windows, "reuse_rate": self.reuse_rate},
             "languages": dict(self.languages.most_common()),
             "routes": dict(sorted(self.routes.items())),
+            "targets": _per_target(self.targets),
         }
 
     @property
@@ -289,6 +327,12 @@ def _routes(row: dict[str, Any]) -> list[str]:
 
 
 _ROUTE_OF_STATUS = {"ok": "translated", "partial": "translated"}
+
+
+def _per_target(counts: Mapping[tuple[str, str], int]) -> dict[str, dict[str, int]]:
+    """Rows per target language and status, each target with every status."""
+    targets = sorted({target for target, _ in counts})
+    return {target: {s: counts.get((target, s), 0) for s in STATUSES} for target in targets}
 
 
 def finalize(storage: Storage, job: Job) -> dict[str, Any] | None:

@@ -70,9 +70,17 @@ class Row:
     target_language: str | None = None
 
     @classmethod
-    def failed(cls, job_id: str, artifact_id: str, doc_id: str, reason: str, flags: Sequence[str] = ()) -> Row:
-        """A document that was not translated, and why."""
-        return cls(job_id, doc_id, "", "", "error", reason, list(flags), [], artifact_id)
+    def failed(
+        cls,
+        job_id: str,
+        artifact_id: str,
+        doc_id: str,
+        reason: str,
+        flags: Sequence[str] = (),
+        target: str | None = None,
+    ) -> Row:
+        """A document that was not translated (into ``target``), and why."""
+        return cls(job_id, doc_id, "", "", "error", reason, list(flags), [], artifact_id, target_language=target)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -7,6 +7,9 @@ Files are read by ``jobs.spec.load_spec`` (YAML or JSON).
     text_column: text                  # default "text"
     output: s3://results/translations  # jobs write under <output>/<job id>/
     artifact: artifacts/demo           # artifact directory the workers can read
+    artifacts: {en-zh: artifacts/opus-mt-en-zh, en-ja: artifacts/opus-mt-en-ja}   # or one per language pair
+    target_languages: [zh, ja]         # several targets: one row per document and target (see below)
+    language_column: lang              # each row's language from the input (source_language auto for the rest)
     device: cpu                        # cpu or gpu: which queue (translate.cpu / translate.gpu)
     priority: 5                        # 0 (first) .. 9 (last)
     chunk_documents: 64                # at most this many documents per task ...
@@ -17,6 +20,11 @@ Files are read by ``jobs.spec.load_spec`` (YAML or JSON).
     options: {beam_size: 4, max_new_tokens: 256, overlap: 1, budget: 64,   # contract.options.JobOptions
               source_language: fr, target_language: de,  # languages: for models that read or write several
               format: markdown}                            # text (default), markdown or html: markup kept
+
+Several targets: ``target_languages`` (else the targets of ``artifacts``'s pairs, else the one of
+``options.target_language``) each give every document its own row. A target's artifact is the one
+``artifacts`` names for a pair ``SOURCE-TARGET`` (``*-TARGET``: any source it reads), else ``artifact``
+(a many-to-many model that writes them all). One artifact per target: a job routes each document to it.
 
 Unknown keys are refused (a typo must not silently fall back to a default). Local paths (inputs,
 output, artifact) are relative to the spec file's folder, and made absolute when it is loaded.
@@ -32,17 +40,19 @@ from typing import Any
 import jsonschema
 
 from contract import settings
-from contract.options import JobOptions
+from contract.options import AUTO, JobOptions
 
 MAX_CHUNK_DOCUMENTS = 10_000
 MAX_CHUNK_TOKENS = 10_000_000
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# An ``artifacts`` key: SOURCE-TARGET, each a language code (``zh``, ``zho``, ``zh_Hans``, ``zho_Hans``) or ``*``
+PAIR = re.compile(r"^(\*|[A-Za-z]{2,3}(?:_[A-Za-z0-9]{2,8})*)-([A-Za-z]{2,3}(?:_[A-Za-z0-9]{2,8})*)$")
 MEMORY_SCOPES = ("off", "job", "shared")  # a spec's ``memory``
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["name", "inputs", "output", "artifact"],
+    "required": ["name", "inputs", "output"],
     "properties": {
         "name": {"type": "string", "pattern": NAME.pattern},
         "inputs": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
@@ -50,6 +60,14 @@ SCHEMA: dict[str, Any] = {
         "text_column": {"type": "string", "minLength": 1},
         "output": {"type": "string", "minLength": 1},
         "artifact": {"type": "string", "minLength": 1},
+        "artifacts": {
+            "type": "object", "minProperties": 1,
+            "additionalProperties": {"type": "string", "minLength": 1},
+        },
+        "target_languages": {
+            "type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "uniqueItems": True
+        },
+        "language_column": {"type": "string", "minLength": 1},
         "device": {"enum": ["cpu", "gpu"]},
         "priority": {"type": "integer", "minimum": 0, "maximum": 9},
         "chunk_documents": {"type": "integer", "minimum": 1, "maximum": MAX_CHUNK_DOCUMENTS},
@@ -102,12 +120,21 @@ def crontab(schedule: str) -> Any:
         raise ValueError(f"{schedule!r} is not a cron schedule ({err or type(err).__name__})") from None
 
 
+def _pair(key: str) -> tuple[str, str]:
+    """An ``artifacts`` key's source and target (``JobSpec._problem`` refuses a key that is not a pair)."""
+    source, _, target = key.partition("-")
+    return source, target
+
+
 @dataclass(frozen=True)
 class JobSpec:
     name: str
     inputs: list[str]
     output: str
-    artifact: str
+    artifact: str | None = None  # the artifact of every target that ``artifacts`` does not name
+    artifacts: dict[str, str] | None = None  # language pair (``en-zh``, ``*-zh``) -> the artifact for it
+    target_languages: list[str] | None = None
+    language_column: str | None = None  # each row's language, given (source_language auto for rows without)
     id_column: str = "id"
     text_column: str = "text"
     device: str = "cpu"
@@ -133,15 +160,46 @@ class JobSpec:
         spec = {k: v for k, v in asdict(self).items() if v is not None and k != "options"}
         return spec | ({"options": self.options.to_dict()} if self.options.to_dict() else {})
 
+    @property
+    def targets(self) -> list[str | None]:
+        """The languages the job translates into, each document once per target: ``target_languages``, else
+        the targets of ``artifacts``, else ``options.target_language`` (None: the one the model writes)."""
+        if self.target_languages:
+            return list(self.target_languages)
+        if self.artifacts:
+            return list(dict.fromkeys(_pair(key)[1] for key in self.artifacts))
+        return [self.options.target_language]
+
+    def artifact_for(self, target: str | None) -> str:
+        """The artifact that translates into ``target``: the one ``artifacts`` names for it, else ``artifact``."""
+        for key, path in (self.artifacts or {}).items():
+            if _pair(key)[1] == target:
+                return path
+        if self.artifact is None:
+            raise SpecError(f"no artifact translates into {target}: name one under artifacts")
+        return self.artifact
+
+    def target_options(self, target: str | None) -> JobOptions:
+        """The options of the rows into ``target``."""
+        return replace(self.options, target_language=target)
+
+    @property
+    def paths(self) -> list[str]:
+        """Every artifact the job uses, once each, in the order of its targets."""
+        return list(dict.fromkeys(self.artifact_for(t) for t in self.targets))
+
     def resolved(self, base: Path | None = None) -> JobSpec:
         """Local paths made absolute, relative to ``base`` (the spec file's folder; the current one for
         a spec built in code), so that a worker or ``jobs status`` anywhere finds the same files."""
         local = lambda path: absolute(path, base)
         inputs = [local(p) for p in self.inputs]
         prefix = local(self.memory_prefix) if self.memory_prefix else None  # a memory's key, as the output's
+        artifact = local(self.artifact) if self.artifact else None
+        artifacts = {pair: local(path) for pair, path in self.artifacts.items()} if self.artifacts else None
         return replace(
-            self, inputs=inputs, output=local(self.output), artifact=local(self.artifact), memory_prefix=prefix
-        )
+            self, inputs=inputs, output=local(self.output), artifact=artifact, artifacts=artifacts,
+            memory_prefix=prefix,
+        )  # fmt: skip
 
     @classmethod
     def from_dict(cls, raw: Any, *, source: str = "spec") -> JobSpec:
@@ -158,4 +216,43 @@ class JobSpec:
                 crontab(raw["schedule"])
             except ValueError as err:
                 raise SpecError(f"{source}: schedule: {err}") from None
-        return cls(**{**raw, "options": JobOptions.of(raw.get("options") or {})})
+        options = JobOptions.of(raw.get("options") or {})
+        if raw.get("language_column") and options.source_language is None:
+            options = replace(options, source_language=AUTO)  # rows without a language: found in their text
+        spec = cls(**{**raw, "options": options})
+        problem = spec._problem()
+        if problem:
+            raise SpecError(f"{source}: {problem}")
+        return spec
+
+    def _problem(self) -> str | None:
+        """What is wrong with the spec's artifacts, targets and languages together (None: nothing)."""
+        if not self.artifact and not self.artifacts:
+            return "name the artifact (artifact: PATH), or one per language pair (artifacts: {en-zh: PATH})"
+        odd = next((key for key in self.artifacts or {} if not PAIR.fullmatch(key)), None)
+        if odd is not None:
+            return (
+                f"artifacts: {odd!r} is not a language pair: write SOURCE-TARGET (en-zh, eng_Latn-zho_Hans; "
+                "*-zh: any source)"
+            )
+        if self.target_languages and self.options.target_language:
+            return "give target_languages or options.target_language, not both"
+        if self.language_column and self.options.fixed_source_language:
+            return "language_column gives each row's language: leave options.source_language out (or auto)"
+        targets = [_pair(key)[1] for key in self.artifacts or {}]
+        twice = next((t for t in targets if targets.count(t) > 1), None)
+        if twice is not None:
+            keys = [key for key in self.artifacts or {} if _pair(key)[1] == twice]
+            return f"artifacts: {' and '.join(keys)} both translate into {twice}: name one artifact per target language"
+        source = self.options.fixed_source_language
+        for key in self.artifacts or {}:
+            reads = _pair(key)[0]
+            if source and reads not in ("*", source):
+                return f"artifacts: {key} reads {reads}, but options.source_language is {source}"
+        lacking = [] if self.artifact else [t for t in self.targets if t not in targets]
+        if lacking:
+            return (
+                f"no artifact translates into {lacking[0]}: add {source or '*'}-{lacking[0]}: PATH under artifacts, "
+                "or name a default artifact that writes it"
+            )
+        return None

@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from contract import cache, settings
 from contract.job import (
+    STATUSES,
     TERMINAL,
     TRANSLATE_CHUNK,
     Document,
@@ -60,6 +61,8 @@ from jobs.inputs import collect
 from jobs.spec import load_spec
 
 if TYPE_CHECKING:
+    from worker.engine.artifact import Artifact
+    from worker.engine.languages import ModelLanguages
     from worker.engine.tokenizer import Tokenizer
 
 T = TypeVar("T")
@@ -100,6 +103,9 @@ class JobStatus:
     reused_windows: int = 0  # of them, reused: from the translation memory, or a copy in the same engine call
     stalled_for: float | None = None  # seconds since the last part, when that is long for this job (then no ETA)
     trouble: str | None = None  # why the latest look failed (storage unreachable): these numbers are older
+    languages: dict[str, int] = field(default_factory=dict)  # rows per source language (found, or the job's)
+    routes: dict[str, int] = field(default_factory=dict)  # rows per routing outcome (translated, skipped, ...)
+    targets: dict[str, dict[str, int]] = field(default_factory=dict)  # rows per target language and status
 
     @property
     def reuse_rate(self) -> float:
@@ -134,7 +140,7 @@ def submit(
     job_id = check_job_id(job_id or f"{spec.name}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}")
     exists = on_job or (lambda _: None)
     spec = spec.resolved()
-    tokenizer, artifact_id = _artifact(spec)
+    tokenizer, artifact_ids = _artifacts(spec)
     storage = _reachable(spec.output)
     existing = _existing(storage, job_id, spec)
     if existing is not None:
@@ -152,7 +158,8 @@ def submit(
     )
     ranges = plan_chunks(tokens, max_documents=spec.chunk_documents, max_tokens=spec.chunk_tokens)
     chunks = [documents[r.start : r.stop] for r in ranges]
-    job = Job(job_id, spec, artifact_id, [len(c) for c in chunks], bad_rows=bad)
+    sizes = [len(c) for c in chunks] * len(spec.targets)  # chunk c: input c mod N into target c div N
+    job = Job(job_id, spec, artifact_ids[spec.paths[0]], sizes, bad_rows=bad, artifact_ids=artifact_ids)
     _guard_storage(job_id, lambda: _write_inputs(storage, job_id, chunks, say))  # a manifest always has its chunks
     _guard_storage(job_id, lambda: write_job(storage, job))
     exists(job_id)  # it exists now: `resume` completes it whatever happens next
@@ -164,25 +171,47 @@ def submit(
     return _enqueue_missing(job, storage, spec.output, job_id, enqueue)
 
 
-def _artifact(spec: JobSpec) -> tuple[Tokenizer, str]:
-    """The artifact's tokenizer and id; the spec's languages checked against it."""
+def _artifacts(spec: JobSpec) -> tuple[Tokenizer, dict[str, str]]:
+    """The tokenizer of the job's first artifact (chunks are planned by its token counts) and every artifact's id
+    by path; each target's languages checked against the artifact that translates into it."""
     from worker.documents.languages import Routing
+    from worker.engine.languages import iso
+
+    loaded = {path: _artifact(path) for path in spec.paths}
+    for target in spec.targets:
+        path = spec.artifact_for(target)
+        (artifact, tokenizer), options = loaded[path], spec.target_options(target)
+        into = f" into {target}" if len(spec.targets) > 1 else ""
+        try:
+            languages = _languages(tokenizer, artifact)
+            tokenizer.framing(options.fixed_source_language, languages.told(target), options.source_prefix)
+            Routing.of(languages, options)
+        except ValueError as err:
+            raise SpecError(f"options{into} ({path}): {err}") from None
+        for key, named in (spec.artifacts or {}).items():
+            source = key.partition("-")[0]
+            if named == path and source != "*" and languages.reads and iso(source) not in languages.reads:
+                reads = ", ".join(languages.reads)
+                raise SpecError(f"artifacts: {key}: {path} does not read {source} (it reads {reads})")
+    return loaded[spec.paths[0]][1], {path: artifact.artifact_id for path, (artifact, _) in loaded.items()}
+
+
+def _artifact(path: str) -> tuple[Artifact, Tokenizer]:
+    """The artifact at ``path`` (its files checked by the workers, which load it) and its tokenizer."""
     from worker.engine.artifact import Artifact, ArtifactError
-    from worker.engine.languages import ModelLanguages
     from worker.engine.tokenizer import Tokenizer
 
     try:
-        artifact = Artifact.load(spec.artifact, verify=False)
-        tokenizer = Tokenizer.from_artifact(artifact)
+        artifact = Artifact.load(path, verify=False)
+        return artifact, Tokenizer.from_artifact(artifact)
     except (ArtifactError, OSError, KeyError) as err:
-        raise SpecError(f"artifact {spec.artifact!r}: {err}") from None
-    options = spec.options
-    try:
-        tokenizer.framing(options.fixed_source_language, options.target_language, options.source_prefix)
-        Routing.of(ModelLanguages.of(tokenizer, artifact.manifest.get("pair")), options)
-    except ValueError as err:
-        raise SpecError(f"options: {err}") from None
-    return tokenizer, artifact.artifact_id
+        raise SpecError(f"artifact {path!r}: {err}") from None
+
+
+def _languages(tokenizer: Tokenizer, artifact: Artifact) -> ModelLanguages:
+    from worker.engine.languages import ModelLanguages
+
+    return ModelLanguages.of(tokenizer, artifact.manifest.get("pair"))
 
 
 def _reachable(output: str) -> Storage:
@@ -410,7 +439,8 @@ def _status(storage: Storage, job_id: str, output: str) -> JobStatus:
     stalled = _stalled_for(job, last, len(done)) if state == "running" else None
     return JobStatus(
         job.id, state, job.documents, documents_done, counts.errors, len(job.chunks), len(done), rate, output,
-        counts.partial, counts.flags, failed, counts.windows, counts.reused_windows, stalled,
+        counts.partial, counts.flags, failed, counts.windows, counts.reused_windows, stalled, None, counts.languages,
+        counts.routes, counts.targets,
     )  # fmt: skip
 
 
@@ -434,12 +464,16 @@ class Counts(NamedTuple):
     flags: dict[str, int]  # sentences per flag
     windows: int = 0
     reused_windows: int = 0
+    languages: dict[str, int] = {}
+    routes: dict[str, int] = {}
+    targets: dict[str, dict[str, int]] = {}
 
 
 def _counts(summary: dict) -> Counts:
     statuses, memory = summary["statuses"], summary.get("memory", {})
     flags = dict(summary.get("sentence_flags", {}))
-    return Counts(statuses.get("error", 0), statuses.get("partial", 0), flags, *_windows(memory))
+    named = (summary.get(key, {}) for key in ("languages", "routes", "targets"))  # older _SUCCESS: none
+    return Counts(statuses.get("error", 0), statuses.get("partial", 0), flags, *_windows(memory), *named)
 
 
 def _cached_counts(job_id: str) -> Counts:
@@ -451,8 +485,15 @@ def _cached_counts(job_id: str) -> Counts:
         return Counts(None, None, {})
     if "errors" not in found:
         return Counts(None, None, {})
-    flags = {k.removeprefix("flag:"): v for k, v in found.items() if k.startswith("flag:")}
-    return Counts(found["errors"], found.get("partial", 0), flags, *_windows(found))
+    named = lambda prefix: {k.removeprefix(prefix): v for k, v in found.items() if k.startswith(prefix)}
+    targets: dict[str, dict[str, int]] = {}
+    for name, count in named("target:").items():
+        target, _, row_status = name.rpartition(":")
+        targets.setdefault(target, dict.fromkeys(STATUSES, 0))[row_status] = count
+    return Counts(
+        found["errors"], found.get("partial", 0), named("flag:"), *_windows(found), named("language:"), named("route:"),
+        dict(sorted(targets.items())),
+    )  # fmt: skip
 
 
 def _stored_counts(storage: Storage, job: Job) -> Counts:
@@ -567,6 +608,10 @@ def progress_line(s: JobStatus) -> str:
     )
 
 
+def _listed(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {n:,}" for name, n in counts.items() if n) or "none"
+
+
 def _count(n: int | None) -> str:
     return "counting" if n is None else f"{n:,}"
 
@@ -578,6 +623,10 @@ def report(s: JobStatus) -> str:
         f"{s.id}: {s.state}, {s.done:,} of {s.documents:,} documents written, {_count(s.partial)} partial, "
         f"{_count(s.errors)} errors; sentences flagged: {flags}; output {s.output}/{s.id}/parts/"
     ]
+    if s.languages:
+        lines.append(f"  languages: {_listed(s.languages)}; routes: {_listed(s.routes)}")
+    for target, statuses in s.targets.items() if len(s.targets) > 1 else ():
+        lines.append(f"  into {target}: {sum(statuses.values()):,} rows ({_listed(statuses)})")
     if s.reused_windows:
         lines.append(f"  translation memory: {s.reused_windows:,} of {s.windows:,} windows reused ({s.reuse_rate:.0%})")
     for chunk, reason in s.failed_chunks.items():

@@ -68,9 +68,9 @@ def _read_bytes(uri: str) -> bytes:
 class Reader:
     """One file's documents, bad rows included as error rows."""
 
-    def __init__(self, uri: str, id_column: str, text_column: str):
+    def __init__(self, uri: str, id_column: str, text_column: str, language_column: str | None = None):
         self.uri, self.name = uri, uri.rsplit("/", 1)[-1]
-        self.id_column, self.text_column = id_column, text_column
+        self.id_column, self.text_column, self.language_column = id_column, text_column, language_column
 
     def documents(self) -> list[Document]:
         data = _read_bytes(self.uri)
@@ -135,7 +135,8 @@ class Reader:
         text_type = table.schema.field(self.text_column).type
         if not (pa.types.is_string(text_type) or pa.types.is_large_string(text_type) or pa.types.is_null(text_type)):
             raise SpecError(f"{self.uri}: column {self.text_column!r} holds {text_type}, not text: set text_column")
-        return list(table.select([self.id_column, self.text_column]).to_pylist())
+        language = [self.language_column] if self.language_column in table.column_names else []
+        return list(table.select([self.id_column, self.text_column, *language]).to_pylist())
 
     def _row(self, n: int, row: dict[str, Any]) -> Document:
         where = f"line {n}" if not self.uri.endswith(".parquet") else f"row {n}"
@@ -152,7 +153,13 @@ class Reader:
             return self._bad(n, f"{where}: {self.id_column!r}: {reason}")
         if (reason := unreadable(text)) is not None:
             return self._bad(n, f"{where}: {self.text_column!r}: {reason}", doc_id)
-        return Document(doc_id, text)
+        return Document(doc_id, text, language=self._language(row))
+
+    def _language(self, row: dict[str, Any]) -> str | None:
+        """The row's language where the spec's ``language_column`` gives one (a blank or missing one: found in
+        the text); a value that is no language code reaches the worker, which skips the document naming it."""
+        value = row.get(self.language_column) if self.language_column else None
+        return str(value).strip() or None if value is not None else None
 
 
 def _string_id(value: Any) -> str | None:
@@ -177,7 +184,7 @@ def collect(spec: JobSpec, max_chars: int) -> tuple[list[Document], list[str]]:
     for pattern in spec.inputs:
         for uri in expand(pattern):
             files.append(uri)
-            for document in Reader(uri, spec.id_column, spec.text_column).documents():
+            for document in Reader(uri, spec.id_column, spec.text_column, spec.language_column).documents():
                 document = _within_limit(document, max_chars)
                 if document.error and spec.on_bad_row == "refuse":
                     raise SpecError(f"{document.error} (on_bad_row: refuse; use error_row to keep the job going)")

@@ -1,6 +1,7 @@
 """Which language a document is written in, and what becomes of it (``source_language: auto``).
 
-A document's language is decided on its prose: its text without markup, and without the sentences that
+A document's language is the one its input row gives (a spec's ``language_column``), else it is decided
+on its prose: its text without markup, and without the sentences that
 are code (``worker.documents.translator`` hands over what its plan found). Each paragraph with at least
 ``PARAGRAPH_LETTERS`` letters is decided on its own; a shorter one, or one the detector is unsure of,
 takes the document's language. The document's language is that of most of its letters.
@@ -94,11 +95,17 @@ class Route:
         return ["language_fallback"] if self.fallback else []
 
 
-def route(paragraphs: Sequence[str], routing: Routing) -> Route:
-    """The route of a document whose paragraphs' prose is ``paragraphs``."""
-    letters = [sum(ch.isalpha() for ch in text) for text in paragraphs]
-    found = [detect(text) if count >= PARAGRAPH_LETTERS else None for text, count in zip(paragraphs, letters)]
-    whole = _majority(found, letters) or (detect(" ".join(paragraphs)) if sum(letters) >= DOCUMENT_LETTERS else None)
+def route(paragraphs: Sequence[str], routing: Routing, given: str | None = None) -> Route:
+    """The route of a document whose paragraphs' prose is ``paragraphs``; ``given``: its language as its input
+    row says (a spec's ``language_column``): then nothing is detected."""
+    found: list[str | None] = [None] * len(paragraphs)
+    if given:
+        whole: str | None = iso(given)
+    else:
+        letters = [sum(ch.isalpha() for ch in text) for text in paragraphs]
+        found = [detect(text) if count >= PARAGRAPH_LETTERS else None for text, count in zip(paragraphs, letters)]
+        enough = sum(letters) >= DOCUMENT_LETTERS
+        whole = _majority(found, letters) or (detect(" ".join(paragraphs)) if enough else None)
     language = whole or routing.fallback or ""
     codes: list[str | None] = []
     copied: dict[int, str] = {}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, pairwise
 
@@ -168,7 +168,7 @@ class DocumentTranslator:
         plan.codes, plan.paragraph = [None] * len(sentences), [paragraph[s.line] for s in sentences]
         return plan
 
-    def _routed(self, plan: _Plan, text: str) -> _Plan | DocumentResult:
+    def _routed(self, plan: _Plan, text: str, given: str | None) -> _Plan | DocumentResult:
         """The plan with the route of its language (``worker.documents.languages``): the paragraphs it does not
         translate copied through; or the document's result when it translates none."""
         assert self.routing is not None
@@ -177,7 +177,7 @@ class DocumentTranslator:
         for i, sentence in enumerate(plan.sentences):
             if "code" not in plan.sentence_flags[i]:
                 prose[paragraph[i]] += sentence.text + " "
-        found = languages.route(prose, self.routing)
+        found = languages.route(prose, self.routing, given)
         plan.language, plan.flags = found.language, plan.flags | set(found.flags)
         if not found.translated:
             if set(found.copied.values()) == {"already_target"}:
@@ -215,11 +215,16 @@ class DocumentTranslator:
         return [t for t in out if t is not None]
 
     def translate(
-        self, documents: Sequence[tuple[str, str]], options: DecodingOptions | None = None
+        self,
+        documents: Sequence[tuple[str, str]],
+        options: DecodingOptions | None = None,
+        given: Mapping[str, str] | None = None,
     ) -> list[DocumentResult]:
-        """``documents`` are ``(id, text)``; a document that fails becomes an error result, never an exception."""
+        """``documents`` are ``(id, text)``; ``given``: the language of those whose input says it (id -> code),
+        when documents are routed. A document that fails becomes an error result, never an exception."""
         options = options or self.translator.options()
-        plans = [self._plan_or_error(doc_id, text) for doc_id, text in documents]
+        given = given or {}
+        plans = [self._plan_or_error(doc_id, text, given.get(doc_id)) for doc_id, text in documents]
         live = [p for p in plans if isinstance(p, _Plan)]
         started = time.perf_counter()
         jobs = [(p, w) for p in live for w in p.windows if w.first not in p.kept]  # a window: one paragraph
@@ -231,11 +236,11 @@ class DocumentTranslator:
         per_token = (time.perf_counter() - started) / max(1, sum(p.tokens for p in live))
         return [p if isinstance(p, DocumentResult) else _result(p, per_token, self.format) for p in plans]
 
-    def _plan_or_error(self, doc_id: str, text: str) -> _Plan | DocumentResult:
+    def _plan_or_error(self, doc_id: str, text: str, given: str | None = None) -> _Plan | DocumentResult:
         started = time.perf_counter()
         try:
             plan = self.plan(doc_id, text)
-            routed = self._routed(plan, text) if self.routing is not None else plan
+            routed = self._routed(plan, text, given) if self.routing is not None else plan
         except Exception as err:  # noqa: BLE001 - bad input must not sink the batch
             seconds = time.perf_counter() - started
             return DocumentResult(doc_id, "", "error", f"{type(err).__name__}: {err}", timings={"total": seconds})

@@ -73,6 +73,17 @@ class ModelLanguages:
         return (iso(source) if source else None), (iso(target) if target else None)
 
 
+    def told(self, target: str | None) -> str | None:
+        """What the engine is told to write for a job's ``target``: the code as the job gives it, or nothing
+        for a model that writes one fixed language (a ValueError when that is not ``target``)."""
+        if target is None or any(code is not None for code in self.writes.values()):
+            return target
+        if iso(target) not in self.writes:
+            fixed = f"into {', '.join(self.writes)} only" if self.writes else "into one fixed language it does not name"
+            raise ValueError(f"this model translates {fixed}, not {target}: name an artifact that writes {target}")
+        return None
+
+
 def _by_iso(codes: Iterable[str]) -> dict[str, str | None]:
     """ISO code -> the model's code, the preferred one where it has several for a language: the language's
     own ISO 639-3 code before an individual language's (``zho_Hans`` before ``cmn_Hans``), then by name

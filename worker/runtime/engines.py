@@ -46,18 +46,19 @@ def own_translator(*, sessions: bool = True) -> Translator | None:
     return translator
 
 
-def job_translator(job: Job, worker: str) -> Translator:
-    """The worker's own engine when it is the job's artifact, else the one the spec names.
+def job_translator(job: Job, chunk: int, worker: str) -> Translator:
+    """The worker's own engine when it is the artifact of the job's chunk ``chunk``, else the one the spec names.
 
     A job's artifact that this worker cannot load (missing, half-copied, altered) while another worker
     of its queue may is this worker's fault, as its own artifact is (``own_translator``): the chunk
     goes back and this worker stops consuming until it can load it. Only an artifact that no live
     worker of the queue can load (``worker.monitoring.fleet``), or whose content is no longer the one the
     job was submitted for, is the job's: its chunks end as error rows with the reason."""
+    path, artifact_id = job.artifact(chunk)
     own = own_translator()
-    if own is not None and own.artifact.artifact_id == job.artifact_id:
+    if own is not None and own.artifact.artifact_id == artifact_id:
         return own
-    path, queue = job.spec.artifact, job.queue
+    queue = job.queue
     try:
         translator = translator_for(path)
     except ArtifactError as err:
@@ -66,9 +67,9 @@ def job_translator(job: Job, worker: str) -> Translator:
         check = {"kind": "job_artifact", "target": path, "queue": queue, "worker": worker}
         raise EnvironmentFault(f"this worker cannot load the job's artifact: {err}", check) from None
     fleet.can_load(path, worker)
-    if translator.artifact.artifact_id != job.artifact_id:
+    if translator.artifact.artifact_id != artifact_id:
         raise ChunkFault(
             f"the artifact at {path} is now {translator.artifact.artifact_id}, the job was submitted "
-            f"for {job.artifact_id} (artifacts are immutable: a new version goes to a new path): submit the job again"
+            f"for {artifact_id} (artifacts are immutable: a new version goes to a new path): submit the job again"
         )
     return translator

@@ -73,10 +73,11 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
         return "exists"
     if storage.exists(job.key("_CANCELLED")):
         return "cancelled"
-    documents = _documents(storage, job_id, chunk)
+    documents = _documents(storage, job_id, job.input_chunk(chunk))
     memory = job_memory(output, job_id, job.spec)
-    results = translate_documents(job, documents, deliveries, memory)
-    rows = [_row(result, document.text or "", job) for document, result in zip(documents, results)]
+    results = translate_documents(job, chunk, documents, deliveries, memory)
+    artifact_id = job.artifact(chunk)[1]
+    rows = [_row(result, document.text or "", job.id, artifact_id) for document, result in zip(documents, results)]
     if not storage.create(key, encode_rows(rows)):
         return "duplicate"  # another delivery wrote this part first; its content stands
     tokens, reused = sum(r.tokens for r in results), sum(r.reused_tokens for r in results)
@@ -85,10 +86,10 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
     return "written"
 
 
-def _documents(storage: Storage, job_id: str, chunk: int) -> list[Document]:
-    """The chunk's input; a missing or unreadable one is the chunk's own fault."""
+def _documents(storage: Storage, job_id: str, number: int) -> list[Document]:
+    """Chunk input ``number``; a missing or unreadable one is the chunk's own fault."""
     try:
-        data = read_own(storage, input_key(job_id, chunk))
+        data = read_own(storage, input_key(job_id, number))
     except FileNotFoundError as err:
         raise ChunkFault(f"its input is gone ({err})") from None
     try:
@@ -98,27 +99,28 @@ def _documents(storage: Storage, job_id: str, chunk: int) -> list[Document]:
 
 
 def translate_documents(
-    job: Job, documents: Sequence[Document], deliveries: Deliveries, memory: Memory | None = None
+    job: Job, chunk: int, documents: Sequence[Document], deliveries: Deliveries, memory: Memory | None = None
 ) -> list[DocumentResult]:
-    """One result per document: bad input rows as errors, the others translated."""
-    readable = [(d.id, d.text) for d in documents if d.error is None and d.text is not None]
-    results = iter(_translate(job, readable, deliveries, memory))
+    """One result per document of chunk ``chunk``: bad input rows as errors, the others translated."""
+    readable = [d for d in documents if d.error is None and d.text is not None]
+    results = iter(_translate(job, chunk, readable, deliveries, memory))
     return [DocumentResult(d.id, "", "error", d.error) if d.error is not None else next(results) for d in documents]
 
 
 def _translate(
-    job: Job, documents: list[tuple[str, str]], deliveries: Deliveries, memory: Memory | None
+    job: Job, chunk: int, documents: list[Document], deliveries: Deliveries, memory: Memory | None
 ) -> list[DocumentResult]:
-    translator = job_translator(job, deliveries.worker)
-    job_options = job.spec.options
-    routing = Routing.of(translator.languages, job_options)
+    translator, target = job_translator(job, chunk, deliveries.worker), job.target(chunk)
+    job_options, languages = job.spec.target_options(target), translator.languages
+    routing = Routing.of(languages, job_options)
     engine = DocumentTranslator(
         translator, overlap=job_options.overlap, budget=job_options.budget, format=job_options.format, memory=memory,
         routing=routing,
     )  # fmt: skip
-    options = translator.options(**job_options.decoding())
-    results = _attempts(engine, documents, deliveries, options, job)
-    source, target = translator.languages.pair(job_options.fixed_source_language, job_options.target_language)
+    options = translator.options(**job_options.decoding() | {"target_language": languages.told(target)})
+    given = {d.id: d.language for d in documents if d.language}  # a spec's language_column
+    results = _attempts(engine, [(d.id, str(d.text)) for d in documents], given, deliveries, options, job)
+    source, target = languages.pair(job_options.fixed_source_language, target)
     for result in results:
         result.source_language, result.target_language = result.source_language or source, target
     return results
@@ -127,6 +129,7 @@ def _translate(
 def _attempts(
     engine: DocumentTranslator,
     documents: list[tuple[str, str]],
+    given: dict[str, str],
     deliveries: Deliveries,
     options: DecodingOptions,
     job: Job,
@@ -139,18 +142,19 @@ def _attempts(
         return [DocumentResult(doc_id, "", "error", message) for doc_id, _ in documents]
     if deaths == 0:
         try:
-            return engine.translate(documents, options)
+            return engine.translate(documents, options, given)
         except (SoftTimeLimitExceeded, ArtifactChanged):  # no document's fault
             raise
         except Exception as err:  # noqa: BLE001 - isolate the document that caused it
             log.warning("chunk of job %s failed as a whole (%s); translating document by document", job.id, err)
-    return [_isolated(engine, options, doc, deliveries, poisoned) for doc in documents]
+    return [_isolated(engine, options, doc, given, deliveries, poisoned) for doc in documents]
 
 
 def _isolated(
     engine: DocumentTranslator,
     options: DecodingOptions,
     document: tuple[str, str],
+    given: dict[str, str],
     deliveries: Deliveries,
     poisoned: set[str],
 ) -> DocumentResult:
@@ -162,7 +166,7 @@ def _isolated(
         )
     deliveries.suspect(doc_id)
     try:
-        (result,) = engine.translate([document], options)
+        (result,) = engine.translate([document], options, given)
     except SoftTimeLimitExceeded:
         raise  # the suspect stays recorded: it gets a strike
     except ArtifactChanged:
@@ -174,11 +178,11 @@ def _isolated(
     return result
 
 
-def _row(result: DocumentResult, source: str, job: Job) -> Row:
+def _row(result: DocumentResult, source: str, job_id: str, artifact_id: str) -> Row:
     """The result row of a document (``contract.rows``)."""
     sentences = [SentenceSpans(*s.source, *s.target, s.flags) for s in result.sentences]
     timings = Timings(**{k: float(v) for k, v in (result.timings or {}).items() if k in TIMINGS})
     return Row(
-        job.id, result.id, source, result.translation, result.status, result.error, result.flags, sentences,
-        job.artifact_id, timings, result.windows, result.reused_windows, result.source_language, result.target_language,
+        job_id, result.id, source, result.translation, result.status, result.error, result.flags, sentences,
+        artifact_id, timings, result.windows, result.reused_windows, result.source_language, result.target_language,
     )  # fmt: skip

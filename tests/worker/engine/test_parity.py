@@ -330,3 +330,40 @@ def test_the_cli_prints_what_transformers_prints(name, artifacts, references, tr
         if row["tokens"] != tokens and _tied(translators[name], SENTENCES[i], (source, target), at, 4, limit):
             continue  # a cut between candidates closer than float32 can tell: either pick is right (_compare)
         assert (row["tokens"], row["translation"]) == (tokens, text), f"{where}, sentence {i}"
+
+
+@pytest.mark.xdist_group("m2m100_418M")
+def test_routed_documents_are_read_as_their_own_language(translators, references, model_seed) -> None:
+    """``source_language: auto`` on M2M100: each document is read as the language found in it (its own code in
+    the source framing, the target forced), and what the engine gives for it is ``generate``'s with the
+    tokenizer's ``src_lang`` set to that language, on real text in three languages (Debian's catalogues)."""
+    from contract.options import JobOptions
+    from tests.worker.documents.test_languages import strings
+    from worker.documents.languages import Routing
+    from worker.documents.translator import DocumentTranslator
+
+    translator, reference = translators["m2m100_418M"], references["m2m100_418M"]
+    documents = [
+        (f"{code}-{k}", text) for code in ("en", "fr", "de") for k, text in enumerate(strings(code, short=False)[:3])
+    ]
+    routing = Routing.of(translator.languages, JobOptions(source_language="auto", target_language="zh"))
+    options = translator.options(target_language="zh", beam_size=1, max_new_tokens=MAX_NEW)
+    calls: list[tuple[list[str], Any, list[Any]]] = []
+    engine = translator.translate_batch
+
+    def recorded(texts: list[str], request: Any, memory: Any = None) -> list[Any]:
+        calls.append((list(texts), request, out := engine(texts, request, memory)))
+        return out
+
+    with mock.patch.object(translator, "translate_batch", recorded):
+        results = DocumentTranslator(translator, routing=routing).translate(documents, options)
+    assert {r.id: r.source_language for r in results} == {i: i.split("-")[0] for i, _ in documents}
+    first = [request.source_language for _, request, _ in calls if request.beam_size == 1]
+    assert sorted(first) == ["de", "en", "fr"]  # one engine call a language (a guard retry searches wider)
+    for texts, request, outputs in calls:
+        case = f"M2M100 read as {request.source_language}, model weights seed {model_seed}"
+        theirs = reference.generate(
+            texts, (request.source_language, "zh"), num_beams=request.beam_size, max_new_tokens=MAX_NEW,
+            **({"no_repeat_ngram_size": request.no_repeat_ngram_size} if request.no_repeat_ngram_size else {}),
+        )  # fmt: skip
+        assert [o.tokens for o in outputs] == theirs["tokens"] and [o.text for o in outputs] == theirs["text"], case
