@@ -181,13 +181,13 @@ def _artifacts(spec: JobSpec) -> tuple[Tokenizer, dict[str, str]]:
     for target in spec.targets:
         path = spec.artifact_for(target)
         (artifact, tokenizer), options = loaded[path], spec.target_options(target)
-        into = f" into {target}" if len(spec.targets) > 1 else ""
+        into = f" into {target} ({path})" if len(spec.targets) > 1 else ""
         try:
             languages = _languages(tokenizer, artifact)
             tokenizer.framing(options.fixed_source_language, languages.told(target), options.source_prefix)
             Routing.of(languages, options)
         except ValueError as err:
-            raise SpecError(f"options{into} ({path}): {err}") from None
+            raise SpecError(f"options{into}: {err}") from None
         for key, named in (spec.artifacts or {}).items():
             source = key.partition("-")[0]
             if named == path and source != "*" and languages.reads and iso(source) not in languages.reads:

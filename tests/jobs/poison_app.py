@@ -22,7 +22,7 @@ __all__ = ["app"]
 _translate = DocumentTranslator.translate
 
 
-def _poisoned(self, docs, options=None):
+def _poisoned(self, docs, options=None, given=None):
     for _, text in docs:
         if "POISON-CRASH" in text:
             os._exit(70)
@@ -33,7 +33,7 @@ def _poisoned(self, docs, options=None):
                 time.sleep(3600)
             except SoftTimeLimitExceeded:
                 time.sleep(3600)
-    return _translate(self, docs, options)
+    return _translate(self, docs, options, given)
 
 
 DocumentTranslator.translate = _poisoned  # type: ignore[method-assign]
