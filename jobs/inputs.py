@@ -159,7 +159,7 @@ class Reader:
         """The row's language where the spec's ``language_column`` gives one (a blank or missing one: found in
         the text); a value that is no language code reaches the worker, which skips the document naming it."""
         value = row.get(self.language_column) if self.language_column else None
-        return str(value).strip() or None if value is not None else None
+        return (str(value).strip() or None) if value is not None else None
 
 
 def _string_id(value: Any) -> str | None:

@@ -1,10 +1,10 @@
 """Which language a document is written in, and what becomes of it (``source_language: auto``).
 
-A document's language is the one its input row gives (a spec's ``language_column``), else it is decided
-on its prose: its text without markup, and without the sentences that
-are code (``worker.documents.translator`` hands over what its plan found). Each paragraph with at least
-``PARAGRAPH_LETTERS`` letters is decided on its own; a shorter one, or one the detector is unsure of,
-takes the document's language. The document's language is that of most of its letters.
+A document's language is the one its input row gives (a spec's ``language_column``), else it is decided on
+its prose: its text without markup, and without the sentences that are code (``worker.documents.translator``
+hands over what its plan found). Each paragraph with at least ``PARAGRAPH_LETTERS`` letters is decided on its
+own; a shorter one, or one the detector is unsure of, takes the document's language. The document's language is
+that of most of its letters.
 
 Each paragraph then goes one of three ways: in a language the model reads, it is translated from that
 language (a many-to-many model is told its own code: ``ModelLanguages.reads``); already in the target
