@@ -30,9 +30,11 @@ import argparse
 import itertools
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from contract import settings
+from contract.glossary import Glossary, GlossaryError
 from contract.options import JobOptions
 from worker.engine.artifact import PRECISIONS, ArtifactError
 
@@ -60,6 +62,10 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--threads", type=int, default=2, help="ONNX Runtime intra-op threads")
     t.add_argument("--jsonl", action="store_true", help="write JSON lines with ids, scores and flags")
     t.add_argument("--documents", action="store_true", help='read {"id", "text"} JSON lines; write one result each')
+    t.add_argument(
+        "--glossary", metavar="FILE", help="terms that must come out one way: source<TAB>target lines (.tsv), CSV or "
+        "JSON (contract/glossary.py); an empty target keeps the term as it is (--documents)",
+    )  # fmt: skip
     t.add_argument(
         "--memory",
         action="store_true",
@@ -93,8 +99,9 @@ def translate(args: argparse.Namespace) -> int:
     options = translator.options(**JobOptions.from_arguments(args).decoding())
     if args.documents:
         return translate_documents(translator, options, args, memory)
-    if JobOptions.from_arguments(args).routed:
-        raise ValueError("--source-language auto decides per document: add --documents")
+    if JobOptions.from_arguments(args).routed or args.glossary:
+        flag = "--glossary" if args.glossary else "--source-language auto"
+        raise ValueError(f"{flag} works on documents: add --documents")
     return translate_lines(translator, options, args, memory)
 
 
@@ -158,9 +165,10 @@ def translate_documents(
 
     job_options = JobOptions.from_arguments(args)
     routing = Routing.of(translator.languages, job_options)
+    glossary = _glossary(args.glossary, translator.languages.pair(None, job_options.target_language)[1])
     documents = DocumentTranslator(
         translator, overlap=job_options.overlap, budget=job_options.budget, format=job_options.format,
-        max_chars=args.max_chars, memory=memory, routing=routing,
+        max_chars=args.max_chars, memory=memory, routing=routing, glossary=glossary,
     )  # fmt: skip
     batch: list[tuple[str, str, bool] | DocumentResult] = []
     errors = 0
@@ -172,6 +180,17 @@ def translate_documents(
             errors += _write_results(documents, options, batch)
             batch = []
     return errors + _write_results(documents, options, batch)
+
+
+def _glossary(path: str | None, target: str | None) -> Glossary | None:
+    """The glossary in ``path`` (its terms for ``target``), None without one; a GlossaryError names what is wrong."""
+    if path is None:
+        return None
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise GlossaryError(f"cannot read the glossary {path}: {err.strerror}") from None
+    return Glossary.parse(data, path).into(target)
 
 
 def _document_line(number: int, raw: bytes) -> tuple[str, str, bool] | DocumentResult | None:

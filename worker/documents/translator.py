@@ -24,8 +24,9 @@ from dataclasses import dataclass, field, replace
 from itertools import accumulate, pairwise
 
 from contract import settings
+from contract.glossary import Glossary
 from contract.options import JobOptions
-from worker.documents import languages, markup, structure
+from worker.documents import languages, markup, structure, terms
 from worker.documents.degeneration import SYMPTOMS, symptoms
 from worker.documents.languages import Routing
 from worker.documents.marks import Mark, Unit
@@ -46,6 +47,8 @@ DEFAULTS = JobOptions()  # a job's options, where neither the job nor the caller
 MARKUP_SYMPTOMS = frozenset({"markup_unparsed", "markup_changed"})
 # A paragraph in a language the model cannot read goes through untranslated: its document is partial.
 LANGUAGE_SYMPTOMS = frozenset({"language_unread"})
+# A glossary term that could not be put into its sentence's translation: its document is partial.
+TERM_SYMPTOMS = frozenset({"term_missed"})
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # what ends a paragraph of text or Markdown
 # Control and zero-width characters become spaces: offsets stay those of the source text.
 _INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u2028\u2029\u2060\ufeff]")
@@ -82,6 +85,7 @@ class DocumentResult:
     reused_tokens: int = 0  # source tokens of those: what the engine did not have to read
     source_language: str | None = None  # ISO: the language it was found in (``source_language: auto``), or the job's
     target_language: str | None = None  # ISO: the language it was translated into, where the job says
+    terms: int = 0  # glossary terms whose target is in the translation (``worker.documents.terms``)
 
 
 @dataclass
@@ -107,6 +111,7 @@ class _Plan:
     kept: set[int] = field(default_factory=set)  # sentences copied through as they are (routing)
     language: str | None = None  # the document's language (routing)
     paragraph: list[int] = field(default_factory=list)  # per sentence: its paragraph's number
+    terms: int = 0  # glossary terms put in
 
 
 class DocumentTranslator:
@@ -123,12 +128,14 @@ class DocumentTranslator:
         format: str = DEFAULTS.format,
         memory: Memory | None = None,  # translations of earlier windows (``worker.engine.memory``); None: none kept
         routing: Routing | None = None,  # documents routed by their language (``worker.documents.languages``)
+        glossary: Glossary | None = None,  # terms that must come out one way (``worker.documents.terms``)
     ):
         if format not in markup.FORMATS:
             raise ValueError(f"unknown format {format!r}: use one of {', '.join(markup.FORMATS)}")
         limit = (translator.max_positions or budget + 2) - 2
         self.translator, self.budget, self.overlap = translator, min(budget, limit), overlap
         self.max_chars, self.format, self.memory, self.routing = max_chars, format, memory, routing
+        self.glossary = glossary
 
     def _count(self, text: str) -> int:
         return len(self.translator.tokenizer.encode(text))
@@ -232,6 +239,7 @@ class DocumentTranslator:
         self._stitch(jobs, outputs, options)
         _copy_untranslatable(live)
         self._guard(live, options)
+        self._put_terms(live, options)
         self._place_markup(live, options)
         per_token = (time.perf_counter() - started) / max(1, sum(p.tokens for p in live))
         return [p if isinstance(p, DocumentResult) else _result(p, per_token, self.format) for p in plans]
@@ -304,6 +312,29 @@ class DocumentTranslator:
             if len(after) < len(before):
                 plan.translations[i], before = out.text, after
             plan.sentence_flags[i] |= {"retried", *before}
+
+    def _put_terms(self, plans: list[_Plan], options: DecodingOptions) -> None:
+        """Each glossary term of each translated sentence put into its translation, or the sentence flagged
+        ``term_missed``; the terms' words translated alone first, in one engine call (``worker.documents.terms``)."""
+        if self.glossary is None:
+            return
+        found = [
+            (plan, i, matches)
+            for plan in plans
+            for i, sentence in enumerate(plan.sentences)
+            if i not in plan.kept and "code" not in plan.sentence_flags[i]
+            if (matches := self.glossary.find(sentence.text))
+        ]
+        words = sorted({(m.words, plan.codes[i] or "") for plan, i, matches in found for m in matches})
+        rendered = self._engine([w for w, _ in words], [c or None for _, c in words], options) if words else []
+        renderings: dict[str, dict[str, str]] = {}
+        for (text, code), out in zip(words, rendered):
+            renderings.setdefault(code, {})[text] = out.text
+        for plan, i, matches in found:
+            put = terms.apply(plan.translations[i], matches, renderings.get(plan.codes[i] or "", {}))
+            plan.translations[i], plan.terms = put.translation, plan.terms + put.applied
+            if put.missed:
+                plan.sentence_flags[i].add("term_missed")
 
     def _place_markup(self, plans: list[_Plan], options: DecodingOptions) -> None:
         """Each sentence's translation written in the document's format, its marks put back; words a
@@ -386,14 +417,15 @@ def _result(plan: _Plan, seconds_per_token: float, fmt: str) -> DocumentResult:
         for (src, tgt), f in zip(alignment, plan.sentence_flags)
     ]
     flags = plan.flags.union(*plan.sentence_flags) | ({"markup_changed"} if changed else set())
-    status = "partial" if flags & (SYMPTOMS | MARKUP_SYMPTOMS | LANGUAGE_SYMPTOMS) else "ok"
+    status = "partial" if flags & (SYMPTOMS | MARKUP_SYMPTOMS | LANGUAGE_SYMPTOMS | TERM_SYMPTOMS) else "ok"
     timings = {"prepare": plan.prepare_seconds, "translate": plan.tokens * seconds_per_token}
     timings["total"] = timings["prepare"] + timings["translate"]
     reused = len(plan.reused), sum(t.source_tokens for t in plan.reused)
     windows = sum(w.first not in plan.kept for w in plan.windows)
     return DocumentResult(
-        plan.id, text, status, None, sentences, sorted(flags), timings, plan.tokens, windows, *reused, plan.language
-    )
+        plan.id, text, status, None, sentences, sorted(flags), timings, plan.tokens, windows, *reused, plan.language,
+        terms=plan.terms,
+    )  # fmt: skip
 
 
 def _crlf_lines(text: str) -> list[int]:
