@@ -39,9 +39,9 @@ def ends_by_itself(services, job_id: str, timeout: float = ENDS_WITHIN) -> None:
 def test_a_worker_killed_mid_chunk_and_restarted_under_its_name_leaves_no_chunk_behind(
     tmp_path, services, demo_artifact, workers
 ):
-    worker = workers(**SLOW_REDELIVERY)
     job_id = submit(tmp_path, services, demo_artifact, 200, chunk_documents=50, memory="off")
-    cache = redis.Redis.from_url(services["redis"])
+    worker = workers(**SLOW_REDELIVERY)  # after the submit: a loaded machine's slow `jobs submit` exit cannot hide
+    cache = redis.Redis.from_url(services["redis"])  # the whole job (four chunks of a second or two) from the poll
     wait_for(lambda: any(worker.name in v.decode() for v in cache.hvals("fanyi:running")), 60, "a chunk under way")
     worker.restart()  # SIGKILL, then the same node name: a heartbeat under that name comes back at once
     ends_by_itself(services, job_id)
