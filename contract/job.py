@@ -3,6 +3,7 @@
     <output>/<job id>/_job.json                     the manifest: spec, artifact ids, chunk sizes
     <output>/<job id>/_inputs/chunk-00017.pq        the documents of chunk 17 (id, text, error), in Parquet
     <output>/<job id>/_inputs/ids.pq                every document's id and chunk (for a chunk lost later)
+    <output>/<job id>/_glossary.tsv                 the spec's glossary, copied at submit (its suffix kept)
     <output>/<job id>/_ENQUEUED                     every chunk was enqueued once: the job is running
     <output>/<job id>/parts/part-00017.parquet      their results, one row per document, written once
     <output>/<job id>/_failures/chunk-00017.json    why chunk 17 could not be done (its part holds error rows)
@@ -38,6 +39,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from contract import settings
@@ -67,6 +69,7 @@ class Job:
     created: float = field(default_factory=time.time)
     bad_rows: int = 0  # input rows that could not be read as documents: each is an error row in the output
     artifact_ids: dict[str, str] = field(default_factory=dict)  # each artifact's path -> its id
+    glossary_sha256: str | None = None  # of the spec's glossary as submitted (its copy: ``glossary_key``)
 
     @property
     def input_chunks(self) -> int:
@@ -114,6 +117,11 @@ def read_own(storage: Storage, key: str) -> bytes:
         return storage.read(key)
     except FileNotFoundError:
         return storage.read(key.removesuffix(".pq") + ".parquet")
+
+
+def glossary_key(job: Job) -> str:
+    """Where a job keeps the copy of its spec's glossary (the file's suffix says its format)."""
+    return job.key(f"_glossary{PurePosixPath(str(job.spec.glossary)).suffix or '.tsv'}")
 
 
 def part_key(job_id: str, chunk: int) -> str:
@@ -278,6 +286,7 @@ class Tally:
     languages: Counter[str] = field(default_factory=Counter)  # documents per source language (found, or the job's)
     routes: Counter[str] = field(default_factory=Counter)  # documents per routing outcome
     targets: Counter[tuple[str, str]] = field(default_factory=Counter)  # rows per (target language, status)
+    terms: Counter[str] = field(default_factory=Counter)  # glossary terms: "terms" put in, "terms_missed"
 
     def add(self, rows: Sequence[dict[str, Any]]) -> Tally:
         for row in rows:
@@ -291,15 +300,18 @@ class Tally:
                 self.routes.update(_routes(row))
             if row.get("target_language"):
                 self.targets[row["target_language"], row["status"]] += 1
+            self.terms.update({key: row.get(key) or 0 for key in ("terms", "terms_missed")})  # format 4 on
         return self
 
     def counters(self) -> dict[str, int]:
         """The named counts a job's progress cache keeps beside its totals: ``flag:<flag>``,
-        ``language:<code>``, ``route:<route>``, ``target:<code>:<status>`` (``contract.cache``)."""
+        ``language:<code>``, ``route:<route>``, ``target:<code>:<status>``, ``terms``, ``terms_missed``
+        (``contract.cache``)."""
         named = {f"flag:{flag}": n for flag, n in self.sentence_flags.items()}
         named |= {f"language:{code}": n for code, n in self.languages.items()}
         named |= {f"route:{route}": n for route, n in self.routes.items()}
-        return named | {f"target:{code}:{status}": n for (code, status), n in self.targets.items()}
+        named |= {f"target:{code}:{status}": n for (code, status), n in self.targets.items()}
+        return named | {key: n for key, n in self.terms.items() if n}
 
     def summary(self) -> dict[str, Any]:
         statuses = {s: self.statuses.get(s, 0) for s in STATUSES}
@@ -311,6 +323,7 @@ class Tally:
             "languages": dict(self.languages.most_common()),
             "routes": dict(sorted(self.routes.items())),
             "targets": _per_target(self.targets),
+            "terms": term_counts(self.terms),
         }
 
     @property
@@ -327,6 +340,12 @@ def _routes(row: dict[str, Any]) -> list[str]:
 
 
 _ROUTE_OF_STATUS = {"ok": "translated", "partial": "translated"}
+
+
+def term_counts(counts: Mapping[str, int]) -> dict[str, Any]:
+    """Glossary terms put in and missed, and the share put in (None with no term met)."""
+    put, missed = counts.get("terms", 0), counts.get("terms_missed", 0)
+    return {"applied": put, "missed": missed, "hit_rate": round(put / (put + missed), 4) if put + missed else None}
 
 
 def _per_target(counts: Mapping[tuple[str, str], int]) -> dict[str, dict[str, int]]:

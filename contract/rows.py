@@ -9,6 +9,8 @@
     windows, reused_windows            engine inputs it was cut into, and of them those the memory gave
     source_language, target_language  ISO codes: the language found in the document (``source_language: auto``)
                                        or the job's, and the one it was translated into (null where unknown)
+    terms, terms_missed                glossary terms put into the translation, and those that could not be
+                                       (null when the job has no glossary)
 
 Every column name is distinct at every depth, so a reader can flatten a part without a clash: pandas'
 ``df.flags`` (its own attribute), polars' ``explode("sentences").unnest("sentences")`` and duckdb's
@@ -27,7 +29,7 @@ from typing import Any
 
 from contract.parquet import parquet_bytes, read_parquet
 
-ROW_FORMAT = 3  # 2 -> 3: source_language and target_language added (null in the parts of older formats)
+ROW_FORMAT = 4  # 3 -> 4: terms and terms_missed; 2 -> 3: source_language, target_language (null in older parts)
 FORMAT_KEY = b"fanyi.row_format"  # in each part's Parquet key-value metadata
 _RENAMED = {"flags": "document_flags"}  # format 1 -> 2, top level; in ``sentences``: flags -> sentence_flags
 
@@ -68,6 +70,8 @@ class Row:
     reused_windows: int | None = None
     source_language: str | None = None
     target_language: str | None = None
+    terms: int | None = None
+    terms_missed: int | None = None
 
     @classmethod
     def failed(

@@ -10,6 +10,7 @@ Files are read by ``jobs.spec.load_spec`` (YAML or JSON).
     artifacts: {en-zh: artifacts/opus-mt-en-zh, en-ja: artifacts/opus-mt-en-ja}   # or one per language pair
     target_languages: [zh, ja]         # several targets: one row per document and target (see below)
     language_column: lang              # each row's language from the input (source_language auto for the rest)
+    glossary: terms.tsv                # terms that must come out one way (contract/glossary.py), local or s3://
     device: cpu                        # cpu or gpu: which queue (translate.cpu / translate.gpu)
     priority: 5                        # 0 (first) .. 9 (last)
     chunk_documents: 64                # at most this many documents per task ...
@@ -68,6 +69,7 @@ SCHEMA: dict[str, Any] = {
             "type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "uniqueItems": True
         },
         "language_column": {"type": "string", "minLength": 1},
+        "glossary": {"type": "string", "minLength": 1},
         "device": {"enum": ["cpu", "gpu"]},
         "priority": {"type": "integer", "minimum": 0, "maximum": 9},
         "chunk_documents": {"type": "integer", "minimum": 1, "maximum": MAX_CHUNK_DOCUMENTS},
@@ -135,6 +137,7 @@ class JobSpec:
     artifacts: dict[str, str] | None = None  # language pair (``en-zh``, ``*-zh``) -> the artifact for it
     target_languages: list[str] | None = None
     language_column: str | None = None  # each row's language, given (source_language auto for rows without)
+    glossary: str | None = None  # a glossary file (``contract.glossary``), copied into the job at submit
     id_column: str = "id"
     text_column: str = "text"
     device: str = "cpu"
@@ -196,9 +199,10 @@ class JobSpec:
         prefix = local(self.memory_prefix) if self.memory_prefix else None  # a memory's key, as the output's
         artifact = local(self.artifact) if self.artifact else None
         artifacts = {pair: local(path) for pair, path in self.artifacts.items()} if self.artifacts else None
+        glossary = local(self.glossary) if self.glossary else None
         return replace(
             self, inputs=inputs, output=local(self.output), artifact=artifact, artifacts=artifacts,
-            memory_prefix=prefix,
+            memory_prefix=prefix, glossary=glossary,
         )  # fmt: skip
 
     @classmethod

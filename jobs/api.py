@@ -16,6 +16,7 @@ of an existing job with the same spec resumes it instead of translating the corp
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import sys
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from tqdm import tqdm
 
 from contract import cache, settings
+from contract.glossary import Glossary, GlossaryError
 from contract.job import (
     STATUSES,
     TERMINAL,
@@ -44,6 +46,7 @@ from contract.job import (
     failure_key,
     failures,
     finalize,
+    glossary_key,
     ids_key,
     input_key,
     job_state,
@@ -52,13 +55,15 @@ from contract.job import (
     read_job,
     read_rows,
     result_keys,
+    term_counts,
     write_job,
 )
 from contract.spec import JobSpec, SpecError, absolute
 from contract.storage import Storage, StorageError, open_storage, transient
 from jobs.chunks import plan_chunks
-from jobs.inputs import collect
+from jobs.inputs import collect, read_bytes
 from jobs.spec import load_spec
+from worker.engine.tokenizer import unreadable
 
 if TYPE_CHECKING:
     from worker.engine.artifact import Artifact
@@ -106,6 +111,7 @@ class JobStatus:
     languages: dict[str, int] = field(default_factory=dict)  # rows per source language (found, or the job's)
     routes: dict[str, int] = field(default_factory=dict)  # rows per routing outcome (translated, skipped, ...)
     targets: dict[str, dict[str, int]] = field(default_factory=dict)  # rows per target language and status
+    terms: dict[str, Any] = field(default_factory=dict)  # glossary terms: applied, missed, hit_rate
 
     @property
     def reuse_rate(self) -> float:
@@ -141,6 +147,7 @@ def submit(
     exists = on_job or (lambda _: None)
     spec = spec.resolved()
     tokenizer, artifact_ids = _artifacts(spec)
+    glossary = _glossary(spec)
     storage = _reachable(spec.output)
     existing = _existing(storage, job_id, spec)
     if existing is not None:
@@ -159,8 +166,12 @@ def submit(
     ranges = plan_chunks(tokens, max_documents=spec.chunk_documents, max_tokens=spec.chunk_tokens)
     chunks = [documents[r.start : r.stop] for r in ranges]
     sizes = [len(c) for c in chunks] * len(spec.targets)  # chunk c: input c mod N into target c div N
-    job = Job(job_id, spec, artifact_ids[spec.paths[0]], sizes, bad_rows=bad, artifact_ids=artifact_ids)
+    sha256 = hashlib.sha256(glossary).hexdigest() if glossary is not None else None
+    job = Job(job_id, spec, artifact_ids[spec.paths[0]], sizes, bad_rows=bad, artifact_ids=artifact_ids,
+              glossary_sha256=sha256)  # fmt: skip
     _guard_storage(job_id, lambda: _write_inputs(storage, job_id, chunks, say))  # a manifest always has its chunks
+    if glossary is not None:
+        _guard_storage(job_id, lambda: storage.put(glossary_key(job), glossary))
     _guard_storage(job_id, lambda: write_job(storage, job))
     exists(job_id)  # it exists now: `resume` completes it whatever happens next
     if not documents:  # a day with nothing new: a job of 0 documents, finished at once
@@ -194,6 +205,21 @@ def _artifacts(spec: JobSpec) -> tuple[Tokenizer, dict[str, str]]:
                 reads = ", ".join(languages.reads)
                 raise SpecError(f"artifacts: {key}: {path} does not read {source} (it reads {reads})")
     return loaded[spec.paths[0]][1], {path: artifact.artifact_id for path, (artifact, _) in loaded.items()}
+
+
+def _glossary(spec: JobSpec) -> bytes | None:
+    """The spec's glossary as read (None without one), refused now if it cannot be used: every term readable."""
+    if spec.glossary is None:
+        return None
+    data = read_bytes(spec.glossary)
+    try:
+        glossary = Glossary.parse(data, spec.glossary)
+    except GlossaryError as err:
+        raise SpecError(f"glossary: {err}") from None
+    for term in glossary.terms:
+        if (reason := unreadable(term.source) or unreadable(term.target)) is not None:
+            raise SpecError(f"glossary {spec.glossary}: the term {term.source!r}: {reason}")
+    return data
 
 
 def _artifact(path: str) -> tuple[Artifact, Tokenizer]:
@@ -440,7 +466,7 @@ def _status(storage: Storage, job_id: str, output: str) -> JobStatus:
     return JobStatus(
         job.id, state, job.documents, documents_done, counts.errors, len(job.chunks), len(done), rate, output,
         counts.partial, counts.flags, failed, counts.windows, counts.reused_windows, stalled, None, counts.languages,
-        counts.routes, counts.targets,
+        counts.routes, counts.targets, counts.terms,
     )  # fmt: skip
 
 
@@ -467,12 +493,13 @@ class Counts(NamedTuple):
     languages: dict[str, int] = {}
     routes: dict[str, int] = {}
     targets: dict[str, dict[str, int]] = {}
+    terms: dict[str, Any] = {}
 
 
 def _counts(summary: dict) -> Counts:
     statuses, memory = summary["statuses"], summary.get("memory", {})
     flags = dict(summary.get("sentence_flags", {}))
-    named = (summary.get(key, {}) for key in ("languages", "routes", "targets"))  # older _SUCCESS: none
+    named = (summary.get(key, {}) for key in ("languages", "routes", "targets", "terms"))  # older _SUCCESS: none
     return Counts(statuses.get("error", 0), statuses.get("partial", 0), flags, *_windows(memory), *named)
 
 
@@ -490,9 +517,10 @@ def _cached_counts(job_id: str) -> Counts:
     for name, count in named("target:").items():
         target, _, row_status = name.rpartition(":")
         targets.setdefault(target, dict.fromkeys(STATUSES, 0))[row_status] = count
+    terms = term_counts(found)
     return Counts(
         found["errors"], found.get("partial", 0), named("flag:"), *_windows(found), named("language:"), named("route:"),
-        dict(sorted(targets.items())),
+        dict(sorted(targets.items())), terms,
     )  # fmt: skip
 
 
@@ -625,6 +653,9 @@ def report(s: JobStatus) -> str:
     ]
     if s.languages:
         lines.append(f"  languages: {_listed(s.languages)}; routes: {_listed(s.routes)}")
+    if s.terms.get("applied") or s.terms.get("missed"):
+        put, missed, rate = s.terms["applied"], s.terms["missed"], s.terms["hit_rate"]
+        lines.append(f"  glossary terms: {put:,} put in, {missed:,} missed ({rate:.1%})")
     for target, statuses in s.targets.items() if len(s.targets) > 1 else ():
         lines.append(f"  into {target}: {sum(statuses.values()):,} rows ({_listed(statuses)})")
     if s.reused_windows:

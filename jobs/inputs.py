@@ -53,7 +53,7 @@ def expand(pattern: str) -> list[str]:
     return found
 
 
-def _read_bytes(uri: str) -> bytes:
+def read_bytes(uri: str) -> bytes:
     try:
         if uri.startswith("s3://"):
             bucket, key = split_s3(uri)
@@ -73,7 +73,7 @@ class Reader:
         self.id_column, self.text_column, self.language_column = id_column, text_column, language_column
 
     def documents(self) -> list[Document]:
-        data = _read_bytes(self.uri)
+        data = read_bytes(self.uri)
         if self.uri.endswith(".txt"):
             return list(self._text_lines(data))
         if self.uri.endswith(".parquet"):

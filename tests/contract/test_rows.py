@@ -30,7 +30,7 @@ def test_a_row_reads_back_as_written_in_this_format() -> None:
     assert first == ROW.to_dict()
     assert failed["status"] == "error" and failed["sentences"] == [] and failed["timings"]["total"] == 0.0
     names = _names(read_parquet(data).schema)  # flattened, as polars' and duckdb's unnest name them
-    assert len(names) == len(set(names)) == 22 and "flags" not in names
+    assert len(names) == len(set(names)) == 24 and "flags" not in names
 
 
 def test_a_part_of_the_first_row_format_is_read_with_the_names_of_this_one() -> None:
@@ -44,7 +44,7 @@ def test_a_part_of_the_first_row_format_is_read_with_the_names_of_this_one() -> 
     (row,) = read_rows(parquet_bytes(old))
     assert row["document_flags"] == ["numbers"] and row["sentences"][0]["sentence_flags"] == ["numbers"]
     assert "flags" not in row and row["windows"] is None  # a column it did not have yet: null
-    assert row["source_language"] is None and row["target_language"] is None
+    assert row["source_language"] is None and row["target_language"] is None and row["terms"] is None
     tally = Tally().add([row])
     assert tally.sentence_flags == {"numbers": 1} and tally.statuses["partial"] == 1
 

@@ -86,6 +86,7 @@ class DocumentResult:
     source_language: str | None = None  # ISO: the language it was found in (``source_language: auto``), or the job's
     target_language: str | None = None  # ISO: the language it was translated into, where the job says
     terms: int = 0  # glossary terms whose target is in the translation (``worker.documents.terms``)
+    terms_missed: int = 0  # glossary terms whose target could not be put in
 
 
 @dataclass
@@ -112,6 +113,7 @@ class _Plan:
     language: str | None = None  # the document's language (routing)
     paragraph: list[int] = field(default_factory=list)  # per sentence: its paragraph's number
     terms: int = 0  # glossary terms put in
+    terms_missed: int = 0  # glossary terms that could not be
 
 
 class DocumentTranslator:
@@ -333,6 +335,7 @@ class DocumentTranslator:
         for plan, i, matches in found:
             put = terms.apply(plan.translations[i], matches, renderings.get(plan.codes[i] or "", {}))
             plan.translations[i], plan.terms = put.translation, plan.terms + put.applied
+            plan.terms_missed += put.missed
             if put.missed:
                 plan.sentence_flags[i].add("term_missed")
 
@@ -424,7 +427,7 @@ def _result(plan: _Plan, seconds_per_token: float, fmt: str) -> DocumentResult:
     windows = sum(w.first not in plan.kept for w in plan.windows)
     return DocumentResult(
         plan.id, text, status, None, sentences, sorted(flags), timings, plan.tokens, windows, *reused, plan.language,
-        terms=plan.terms,
+        terms=plan.terms, terms_missed=plan.terms_missed,
     )  # fmt: skip
 
 

@@ -15,6 +15,8 @@ error rows rather than loop forever.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import fields
@@ -22,6 +24,7 @@ from dataclasses import fields
 from celery.exceptions import SoftTimeLimitExceeded
 
 from contract import settings
+from contract.glossary import Glossary
 from contract.job import (
     TRANSLATE_CHUNK,
     Document,
@@ -29,6 +32,7 @@ from contract.job import (
     compacted_chunks,
     decode_documents,
     finalize,
+    glossary_key,
     input_key,
     part_key,
     read_own,
@@ -76,8 +80,8 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
     documents = _documents(storage, job_id, job.input_chunk(chunk))
     memory = job_memory(output, job_id, job.spec)
     results = translate_documents(job, chunk, documents, deliveries, memory)
-    artifact_id = job.artifact(chunk)[1]
-    rows = [_row(result, document.text or "", job.id, artifact_id) for document, result in zip(documents, results)]
+    artifact_id, counted = job.artifact(chunk)[1], job.glossary_sha256 is not None
+    rows = [_row(r, document.text or "", job.id, artifact_id, counted) for document, r in zip(documents, results)]
     if not storage.create(key, encode_rows(rows)):
         return "duplicate"  # another delivery wrote this part first; its content stands
     tokens, reused = sum(r.tokens for r in results), sum(r.reused_tokens for r in results)
@@ -113,16 +117,17 @@ def _translate(
     translator, target = job_translator(job, chunk, deliveries.worker), job.target(chunk)
     job_options, languages = job.spec.target_options(target), translator.languages
     routing = Routing.of(languages, job_options)
+    source, into = languages.pair(job_options.fixed_source_language, target)  # ISO codes
+    glossary = job_glossary(job).into(into) if job.glossary_sha256 else None
     engine = DocumentTranslator(
         translator, overlap=job_options.overlap, budget=job_options.budget, format=job_options.format, memory=memory,
-        routing=routing,
+        routing=routing, glossary=glossary,
     )  # fmt: skip
     options = translator.options(**job_options.decoding() | {"target_language": languages.told(target)})
     given = {d.id: d.language for d in documents if d.language}  # a spec's language_column
     results = _attempts(engine, [(d.id, str(d.text)) for d in documents], given, deliveries, options, job)
-    source, target = languages.pair(job_options.fixed_source_language, target)
     for result in results:
-        result.source_language, result.target_language = result.source_language or source, target
+        result.source_language, result.target_language = result.source_language or source, into
     return results
 
 
@@ -178,11 +183,31 @@ def _isolated(
     return result
 
 
-def _row(result: DocumentResult, source: str, job_id: str, artifact_id: str) -> Row:
-    """The result row of a document (``contract.rows``)."""
+def job_glossary(job: Job) -> Glossary:
+    """The glossary the job was submitted with, read from its copy (a copy whose hash is not the manifest's is
+    the chunk's fault: the job's files were altered), parsed once per process."""
+    storage = open_storage(job.spec.output)
+    key = glossary_key(job)
+    try:
+        data = storage.read(key)
+    except FileNotFoundError:
+        raise ChunkFault(f"its glossary {key} is gone") from None
+    if hashlib.sha256(data).hexdigest() != job.glossary_sha256:
+        raise ChunkFault(f"its glossary {key} is not the one the job was submitted with: submit the job again")
+    return _parsed(data, key)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(data: bytes, name: str) -> Glossary:
+    return Glossary.parse(data, name)
+
+
+def _row(result: DocumentResult, source: str, job_id: str, artifact_id: str, counted: bool) -> Row:
+    """The result row of a document (``contract.rows``); ``counted``: the job has a glossary, whose terms it counts."""
     sentences = [SentenceSpans(*s.source, *s.target, s.flags) for s in result.sentences]
     timings = Timings(**{k: float(v) for k, v in (result.timings or {}).items() if k in TIMINGS})
     return Row(
         job_id, result.id, source, result.translation, result.status, result.error, result.flags, sentences,
         artifact_id, timings, result.windows, result.reused_windows, result.source_language, result.target_language,
+        *((result.terms, result.terms_missed) if counted else (None, None)),
     )  # fmt: skip
