@@ -32,7 +32,7 @@ def _documents(copies: int) -> list[tuple[str, str]]:
     return [(f"{k}-{row['id']}", row["text"]) for k in range(copies) for row in rows]
 
 
-def _round(engine: object, documents: Sequence[tuple[str, str]]) -> tuple[float, float]:
+def timed_round(engine: object, documents: Sequence[tuple[str, str]]) -> tuple[float, float]:
     """Wall and CPU seconds (this process's, ONNX Runtime's threads included) of one pass over ``documents``."""
     wall, cpu = time.perf_counter(), time.process_time()
     for start in range(0, len(documents), BATCH):
@@ -58,7 +58,7 @@ def main() -> None:
     assert routing is not None
     plain, routed = DocumentTranslator(translator), DocumentTranslator(translator, routing=routing)
     languages.load()
-    _round(plain, documents[:BATCH])  # warm-up: sessions, caches
+    timed_round(plain, documents[:BATCH])  # warm-up: sessions, caches
     started = time.perf_counter()
     for _, text in documents:
         languages.route(text.split("\n\n"), routing)
@@ -66,9 +66,9 @@ def main() -> None:
     walls, cpus = [], []
     for number in range(1, args.rounds + 1):  # each pair's order alternates: neither always runs second
         if number % 2:
-            base, auto = _round(plain, documents), _round(routed, documents)
+            base, auto = timed_round(plain, documents), timed_round(routed, documents)
         else:
-            auto, base = _round(routed, documents), _round(plain, documents)
+            auto, base = timed_round(routed, documents), timed_round(plain, documents)
         walls.append(auto[0] / base[0])
         cpus.append(auto[1] / base[1])
         print(

@@ -1,0 +1,72 @@
+"""What a glossary costs the document layer: the demo dev set without a glossary and with 1,000 terms (the
+issue's three, ``Chicago -> 芝加哥市``, ``Tom -> 汤米``, ``Fanyi`` kept, among 997 real English strings from
+Debian's gettext catalogues), in one process, in pairs of rounds whose order alternates.
+
+    python -m benchmarks.glossary                  # 5 pairs of rounds over the 247 sentences of the dev set
+    python -m benchmarks.glossary --rounds 11
+
+Demo artifact (INT8, 2 threads, the model's own search), 25 documents an engine call. Also prints how many
+sentences carry a term and how many of their terms were put in, and the cost of finding terms alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from benchmarks.documents import ARTIFACT, ensure_artifact
+from benchmarks.routing import timed_round
+
+ISSUE = "Chicago\t芝加哥市\nTom\t汤米\nFanyi\t\n"
+
+
+def _terms(count: int) -> str:
+    """The issue's terms and enough unrelated real ones (the catalogues' short English strings) to make ``count``."""
+    from tests.worker.documents.test_languages import strings
+
+    words = sorted({s.strip() for s in strings("en", short=True, count=4 * count) if "\t" not in s})
+    return ISSUE + "".join(f"{w}\tX{k}\n" for k, w in enumerate(words[: count - 3]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5, help="pairs of rounds (plain, with the glossary)")
+    parser.add_argument("--terms", type=int, default=1000, help="terms in the glossary")
+    args = parser.parse_args()
+
+    from contract.glossary import Glossary
+    from export_tools.cli import DEMO_DEV_SET
+    from worker.documents.translator import DocumentTranslator
+    from worker.engine.translator import Translator
+
+    ensure_artifact()
+    sources = [json.loads(line)["source"] for line in DEMO_DEV_SET.read_text().splitlines() if line.strip()]
+    documents = [(str(k), text) for k, text in enumerate(sources)]
+    glossary = Glossary.parse(_terms(args.terms).encode(), "terms.tsv")
+    translator = Translator(ARTIFACT, precision="int8", threads=2)
+    plain, termed = DocumentTranslator(translator), DocumentTranslator(translator, glossary=glossary)
+    timed_round(plain, documents[:25])  # warm-up: sessions, caches
+    started = time.perf_counter()
+    with_terms = [text for _, text in documents if glossary.find(text)]
+    finding = (time.perf_counter() - started) / len(documents)
+    results = [r for k in range(0, len(documents), 25) for r in termed.translate(documents[k : k + 25])]
+    put, missed = sum(r.terms for r in results), sum(r.terms_missed for r in results)
+    print(f"{len(glossary.terms)} terms; {len(with_terms)} of {len(documents)} sentences hold one; {put} put in, "
+          f"{missed} missed; finding terms alone {1000 * finding:.3f} ms a sentence")  # fmt: skip
+    walls = []
+    for number in range(1, args.rounds + 1):  # each pair's order alternates: neither always runs second
+        if number % 2:
+            base, with_glossary = timed_round(plain, documents), timed_round(termed, documents)
+        else:
+            with_glossary, base = timed_round(termed, documents), timed_round(plain, documents)
+        walls.append(with_glossary[0] / base[0])
+        print(f"pair {number}: plain {len(documents) / base[0]:.1f} docs/s, with the glossary "
+              f"{len(documents) / with_glossary[0]:.1f} docs/s; ratio {walls[-1]:.4f}", flush=True)  # fmt: skip
+    spread = f"min {min(walls):.4f}, max {max(walls):.4f}"
+    print(f"with/without wall, median of {args.rounds} pairs: {statistics.median(walls):.4f} ({spread})")
+
+
+if __name__ == "__main__":
+    main()
