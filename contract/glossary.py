@@ -84,11 +84,7 @@ class Glossary:
 
     def find(self, sentence: str) -> list[Match]:
         """The terms in ``sentence``, in order, none overlapping: at each place the longest that matches."""
-        found = [
-            Match(hit.start(), hit.end(), term, hit.group())
-            for term, pattern in self._candidates(sentence)
-            for hit in pattern.finditer(sentence)
-        ]
+        found = [match for term, pattern in self._candidates(sentence) for match in _found(term, pattern, sentence)]
         found.sort(key=lambda m: (m.start, m.start - m.end))
         kept: list[Match] = []
         for match in found:
@@ -109,17 +105,26 @@ class Glossary:
     def _index(self) -> dict[str, list[tuple[Term, re.Pattern[str]]]]:
         """Each term and its pattern, by its first two letters in lower case."""
         index: dict[str, list[tuple[Term, re.Pattern[str]]]] = {}
-        for term in self.terms:
-            pattern = re.compile(_bounded(term.source), 0 if term.case_sensitive else re.IGNORECASE)
+        for term in self.terms:  # the words alone: a pattern with lookarounds takes milliseconds to compile
+            pattern = re.compile(re.escape(term.source), 0 if term.case_sensitive else re.IGNORECASE)
             index.setdefault(term.source[:2].lower(), []).append((term, pattern))
         return index
 
 
-def _bounded(source: str) -> str:
-    """A term's pattern: no letter of a spaced script right before or after an edge that is one."""
-    before = f"(?<!{SPACED_WORD.pattern})" if SPACED_WORD.match(source[0]) else ""
-    after = f"(?!{SPACED_WORD.pattern})" if SPACED_WORD.match(source[-1]) else ""
-    return before + re.escape(source) + after
+def _found(term: Term, pattern: re.Pattern[str], sentence: str) -> list[Match]:
+    """Where ``term`` stands in ``sentence`` as a whole word: an edge that is a letter of a spaced script has no
+    such letter beside it (a place that fails is passed by one character, not by the whole match)."""
+    starts, ends = SPACED_WORD.match(term.source[0]), SPACED_WORD.match(term.source[-1])
+    found, at = [], 0
+    while (hit := pattern.search(sentence, at)) is not None:
+        start, end = hit.span()
+        inside = (starts and start > 0 and SPACED_WORD.match(sentence[start - 1])) or (
+            ends and end < len(sentence) and SPACED_WORD.match(sentence[end])
+        )
+        if not inside:
+            found.append(Match(start, end, term, hit.group()))
+        at = start + 1
+    return found
 
 
 def _table_entries(text: str, name: str) -> list[tuple[str, dict[str, Any]]]:

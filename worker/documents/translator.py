@@ -34,7 +34,7 @@ from worker.documents.segment import Sentence, line_spans
 from worker.documents.split import split_long
 from worker.documents.stitch import render, stitch
 from worker.documents.windows import Window, plan_windows
-from worker.engine.memory import Memory
+from worker.engine.memory import LocalMemory, Memory
 from worker.engine.search import DecodingOptions
 from worker.engine.translation import Translation
 from worker.engine.translator import Translator
@@ -47,6 +47,9 @@ DEFAULTS = JobOptions()  # a job's options, where neither the job nor the caller
 MARKUP_SYMPTOMS = frozenset({"markup_unparsed", "markup_changed"})
 # A paragraph in a language the model cannot read goes through untranslated: its document is partial.
 LANGUAGE_SYMPTOMS = frozenset({"language_unread"})
+# Terms' words translated alone, kept for the process's later chunks when the job keeps no memory (exact: the
+# key holds the engine and its options, as the memory's own does).
+RENDERINGS = LocalMemory(capacity=10_000)
 # A glossary term that could not be put into its sentence's translation: its document is partial.
 TERM_SYMPTOMS = frozenset({"term_missed"})
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # what ends a paragraph of text or Markdown
@@ -208,17 +211,19 @@ class DocumentTranslator:
         codes: Sequence[str | None],
         options: DecodingOptions,
         translator: Translator | None = None,
+        memory: Memory | None = None,
     ) -> list[Translation]:
-        """``texts`` translated (by ``translator``, this one's by default), each read as the language of its model
-        code when documents are routed (one engine call a language)."""
-        engine = translator or self.translator
+        """``texts`` translated (by ``translator``, this one's by default; through ``memory``, this one's by
+        default), each read as the language of its model code when documents are routed (one engine call a
+        language)."""
+        engine, memory = translator or self.translator, memory or self.memory
         if self.routing is None:
-            return engine.translate_batch(texts, options, self.memory)
+            return engine.translate_batch(texts, options, memory)
         out: list[Translation | None] = [None] * len(texts)
         for code in dict.fromkeys(codes):
             picked = [k for k, c in enumerate(codes) if c == code]
             read_as = replace(options, source_language=code)
-            done = engine.translate_batch([texts[k] for k in picked], read_as, self.memory)
+            done = engine.translate_batch([texts[k] for k in picked], read_as, memory)
             for k, translation in zip(picked, done):
                 out[k] = translation
         return [t for t in out if t is not None]
@@ -328,7 +333,11 @@ class DocumentTranslator:
             if (matches := self.glossary.find(sentence.text))
         ]
         words = sorted({(m.words, plan.codes[i] or "") for plan, i, matches in found for m in matches})
-        rendered = self._engine([w for w, _ in words], [c or None for _, c in words], options) if words else []
+        # Only a rendering's start is used: a model that runs on after a lone word is cut off early.
+        cap = 8 + 4 * max((self._count(w) for w, _ in words), default=0)
+        short = replace(options, max_new_tokens=min(options.max_new_tokens, cap))
+        texts, codes = [w for w, _ in words], [c or None for _, c in words]
+        rendered = self._engine(texts, codes, short, memory=self.memory or RENDERINGS) if words else []
         renderings: dict[str, dict[str, str]] = {}
         for (text, code), out in zip(words, rendered):
             renderings.setdefault(code, {})[text] = out.text
