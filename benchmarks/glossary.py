@@ -17,7 +17,7 @@ import statistics
 import time
 
 from benchmarks.documents import ARTIFACT, ensure_artifact
-from benchmarks.routing import timed_round
+from benchmarks.routing import paired_rounds, timed_round
 
 ISSUE = "Chicago\t芝加哥市\nTom\t汤米\nFanyi\t\n"
 
@@ -56,11 +56,7 @@ def main() -> None:
     print(f"{len(glossary.terms)} terms; {len(with_terms)} of {len(documents)} sentences hold one; {put} put in, "
           f"{missed} missed; finding terms alone {1000 * finding:.3f} ms a sentence")  # fmt: skip
     walls = []
-    for number in range(1, args.rounds + 1):  # each pair's order alternates: neither always runs second
-        if number % 2:
-            base, with_glossary = timed_round(plain, documents), timed_round(termed, documents)
-        else:
-            with_glossary, base = timed_round(termed, documents), timed_round(plain, documents)
+    for number, (base, with_glossary) in enumerate(paired_rounds(plain, termed, documents, args.rounds), 1):
         walls.append(with_glossary[0] / base[0])
         print(f"pair {number}: plain {len(documents) / base[0]:.1f} docs/s, with the glossary "
               f"{len(documents) / with_glossary[0]:.1f} docs/s; ratio {walls[-1]:.4f}", flush=True)  # fmt: skip

@@ -18,7 +18,7 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from benchmarks.documents import ARTIFACT, ensure_artifact
@@ -38,6 +38,19 @@ def timed_round(engine: object, documents: Sequence[tuple[str, str]]) -> tuple[f
     for start in range(0, len(documents), BATCH):
         engine.translate(documents[start : start + BATCH])  # type: ignore[attr-defined]
     return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def paired_rounds(
+    plain: object, other: object, documents: Sequence[tuple[str, str]], rounds: int
+) -> Iterator[tuple[tuple[float, float], tuple[float, float]]]:
+    """``rounds`` pairs of rounds, ``plain``'s and ``other``'s (wall and CPU seconds each), each pair's order
+    the other way round from the last: neither always runs second."""
+    for number in range(rounds):
+        if number % 2 == 0:
+            yield timed_round(plain, documents), timed_round(other, documents)
+        else:
+            second = timed_round(other, documents)
+            yield timed_round(plain, documents), second
 
 
 def main() -> None:
@@ -64,11 +77,7 @@ def main() -> None:
         languages.route(text.split("\n\n"), routing)
     detection = (time.perf_counter() - started) / len(documents)
     walls, cpus = [], []
-    for number in range(1, args.rounds + 1):  # each pair's order alternates: neither always runs second
-        if number % 2:
-            base, auto = timed_round(plain, documents), timed_round(routed, documents)
-        else:
-            auto, base = timed_round(routed, documents), timed_round(plain, documents)
+    for number, (base, auto) in enumerate(paired_rounds(plain, routed, documents, args.rounds), 1):
         walls.append(auto[0] / base[0])
         cpus.append(auto[1] / base[1])
         print(
