@@ -47,3 +47,20 @@ def test_a_glossary_that_cannot_be_used_refuses_the_job(tmp_path, services, demo
     assert refused.returncode == 1
     assert "terms.tsv line 2: 'tom' is already a term (line 1): keep one" in refused.stderr
     assert open_storage(services["output"]).list("") == []
+
+
+def test_a_glossary_copy_altered_in_storage_is_not_used(tmp_path, services, demo_artifact, workers) -> None:
+    """The worker checks the job's copy against the hash in its manifest, as it checks an artifact: an altered
+    copy translates nothing and says why in every row and in ``jobs status``."""
+    (tmp_path / "in.jsonl").write_text(json.dumps({"id": "tom", "text": TEXTS["tom"]}) + "\n")
+    (tmp_path / "terms.tsv").write_text("Tom\t汤米\n")
+    path = spec(tmp_path / "spec.json", inputs=[str(tmp_path / "in.jsonl")], output=services["output"],
+                artifact=demo_artifact, glossary=str(tmp_path / "terms.tsv"))  # fmt: skip
+    job_id = jobs_cli("submit", str(path), env=services["env"]).stdout.strip()
+    storage = open_storage(services["output"])
+    storage.put(f"{job_id}/_glossary.tsv", "Tom\t托马斯\n".encode())
+    workers()
+    status = wait(job_id, services, exit_code=5)  # failed: its only row is an error
+    assert status["state"] == "failed"
+    (row,) = output_rows(services["output"], job_id)
+    assert "not the one the job was submitted with" in row["error"] and "托马斯" not in row["translation"]
