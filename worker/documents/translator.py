@@ -320,6 +320,19 @@ class DocumentTranslator:
                 plan.translations[i], before = out.text, after
             plan.sentence_flags[i] |= {"retried", *before}
 
+    def _alone(
+        self, words: set[tuple[str, str | None]], options: DecodingOptions, memory: Memory | None = None
+    ) -> dict[str | None, dict[str, str]]:
+        """Words translated on their own (those a mark encloses, a glossary term's), each read as its model code:
+        code -> words -> translation, in one engine call (one a language when documents are routed)."""
+        ordered = sorted(words, key=lambda pair: (pair[0], pair[1] or ""))
+        texts, codes = [w for w, _ in ordered], [c for _, c in ordered]
+        translated = self._engine(texts, codes, options, memory=memory) if ordered else []
+        found: dict[str | None, dict[str, str]] = {}
+        for (text, code), out in zip(ordered, translated):
+            found.setdefault(code, {})[text] = out.text
+        return found
+
     def _put_terms(self, plans: list[_Plan], options: DecodingOptions) -> None:
         """Each glossary term of each translated sentence put into its translation, or the sentence flagged
         ``term_missed``; the terms' words translated alone first, in one engine call (``worker.documents.terms``)."""
@@ -332,17 +345,13 @@ class DocumentTranslator:
             if i not in plan.kept and "code" not in plan.sentence_flags[i]
             if (matches := self.glossary.find(sentence.text))
         ]
-        words = sorted({(m.words, plan.codes[i] or "") for plan, i, matches in found for m in matches})
+        words = {(m.words, plan.codes[i]) for plan, i, matches in found for m in matches}
         # Only a rendering's start is used: a model that runs on after a lone word is cut off early.
         cap = 8 + 4 * max((self._count(w) for w, _ in words), default=0)
         short = replace(options, max_new_tokens=min(options.max_new_tokens, cap))
-        texts, codes = [w for w, _ in words], [c or None for _, c in words]
-        rendered = self._engine(texts, codes, short, memory=self.memory or RENDERINGS) if words else []
-        renderings: dict[str, dict[str, str]] = {}
-        for (text, code), out in zip(words, rendered):
-            renderings.setdefault(code, {})[text] = out.text
+        renderings = self._alone(words, short, self.memory or RENDERINGS)
         for plan, i, matches in found:
-            put = terms.apply(plan.translations[i], matches, renderings.get(plan.codes[i] or "", {}))
+            put = terms.apply(plan.translations[i], matches, renderings.get(plan.codes[i], {}))
             plan.translations[i], plan.terms = put.translation, plan.terms + put.applied
             plan.terms_missed += put.missed
             if put.missed:
@@ -352,18 +361,13 @@ class DocumentTranslator:
         """Each sentence's translation written in the document's format, its marks put back; words a
         mark encloses are translated on their own (one engine call) to find them in the translation."""
         assigned = {id(plan): _assign(plan) for plan in plans}
-        inner = sorted(
-            {
-                (words, plan.codes[i] or "")
-                for plan in plans
-                for i, marks in assigned[id(plan)].items()
-                for words in markup.needs_inner(plan.sentences[i].text, marks)
-            }
-        )
-        translated = self._engine([w for w, _ in inner], [c or None for _, c in inner], options)
-        found: dict[str | None, dict[str, str]] = {}
-        for (words, code), out in zip(inner, translated):
-            found.setdefault(code or None, {})[words] = out.text
+        inner = {
+            (words, plan.codes[i])
+            for plan in plans
+            for i, marks in assigned[id(plan)].items()
+            for words in markup.needs_inner(plan.sentences[i].text, marks)
+        }
+        found = self._alone(inner, options)
         for plan in plans:
             for i, sentence in enumerate(plan.sentences):
                 marks = assigned[id(plan)].get(i, [])
