@@ -79,7 +79,8 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
         return "cancelled"
     documents = _documents(storage, job_id, job.input_chunk(chunk))
     memory = job_memory(output, job_id, job.spec)
-    results = translate_documents(job, chunk, documents, deliveries, memory)
+    glossary = job_glossary(storage, job) if job.glossary_sha256 else None
+    results = translate_documents(job, chunk, documents, deliveries, memory, glossary)
     artifact_id, counted = job.artifact(chunk)[1], job.glossary_sha256 is not None
     rows = [_row(r, document.text or "", job.id, artifact_id, counted) for document, r in zip(documents, results)]
     if not storage.create(key, encode_rows(rows)):
@@ -103,25 +104,34 @@ def _documents(storage: Storage, job_id: str, number: int) -> list[Document]:
 
 
 def translate_documents(
-    job: Job, chunk: int, documents: Sequence[Document], deliveries: Deliveries, memory: Memory | None = None
+    job: Job,
+    chunk: int,
+    documents: Sequence[Document],
+    deliveries: Deliveries,
+    memory: Memory | None = None,
+    glossary: Glossary | None = None,
 ) -> list[DocumentResult]:
     """One result per document of chunk ``chunk``: bad input rows as errors, the others translated."""
     readable = [d for d in documents if d.error is None and d.text is not None]
-    results = iter(_translate(job, chunk, readable, deliveries, memory))
+    results = iter(_translate(job, chunk, readable, deliveries, memory, glossary))
     return [DocumentResult(d.id, "", "error", d.error) if d.error is not None else next(results) for d in documents]
 
 
 def _translate(
-    job: Job, chunk: int, documents: list[Document], deliveries: Deliveries, memory: Memory | None
+    job: Job,
+    chunk: int,
+    documents: list[Document],
+    deliveries: Deliveries,
+    memory: Memory | None,
+    glossary: Glossary | None,
 ) -> list[DocumentResult]:
     translator, target = job_translator(job, chunk, deliveries.worker), job.target(chunk)
     job_options, languages = job.spec.target_options(target), translator.languages
     routing = Routing.of(languages, job_options)
     source, into = languages.pair(job_options.fixed_source_language, target)  # ISO codes
-    glossary = job_glossary(job).into(into) if job.glossary_sha256 else None
     engine = DocumentTranslator(
         translator, overlap=job_options.overlap, budget=job_options.budget, format=job_options.format, memory=memory,
-        routing=routing, glossary=glossary,
+        routing=routing, glossary=glossary.into(into) if glossary else None,
     )  # fmt: skip
     options = translator.options(**job_options.decoding() | {"target_language": languages.told(target)})
     given = {d.id: d.language for d in documents if d.language}  # a spec's language_column
@@ -183,10 +193,9 @@ def _isolated(
     return result
 
 
-def job_glossary(job: Job) -> Glossary:
+def job_glossary(storage: Storage, job: Job) -> Glossary:
     """The glossary the job was submitted with, read from its copy (a copy whose hash is not the manifest's is
     the chunk's fault: the job's files were altered), parsed once per process."""
-    storage = open_storage(job.spec.output)
     key = glossary_key(job)
     try:
         data = storage.read(key)
