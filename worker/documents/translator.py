@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from itertools import accumulate, pairwise
 
 from contract import settings
-from contract.glossary import Glossary
+from contract.glossary import Glossary, Match
 from contract.options import JobOptions
 from worker.documents import languages, markup, structure, terms
 from worker.documents.degeneration import SYMPTOMS, symptoms
@@ -32,7 +32,7 @@ from worker.documents.languages import Routing
 from worker.documents.marks import Mark, Unit
 from worker.documents.segment import Sentence, line_spans
 from worker.documents.split import split_long
-from worker.documents.stitch import render, stitch
+from worker.documents.stitch import render, split_target, stitch
 from worker.documents.windows import Window, plan_windows
 from worker.engine.memory import LocalMemory, Memory
 from worker.engine.search import DecodingOptions
@@ -212,18 +212,20 @@ class DocumentTranslator:
         options: DecodingOptions,
         translator: Translator | None = None,
         memory: Memory | None = None,
+        phrases: Sequence[Sequence[str]] | None = None,
     ) -> list[Translation]:
         """``texts`` translated (by ``translator``, this one's by default; through ``memory``, this one's by
         default), each read as the language of its model code when documents are routed (one engine call a
-        language)."""
+        language); ``phrases``: per text, target text its translation must contain (``Translator.translate_batch``)."""
         engine, memory = translator or self.translator, memory or self.memory
+        wanted = list(phrases) if phrases is not None else [()] * len(texts)
         if self.routing is None:
-            return engine.translate_batch(texts, options, memory)
+            return engine.translate_batch(texts, options, memory, wanted)
         out: list[Translation | None] = [None] * len(texts)
         for code in dict.fromkeys(codes):
             picked = [k for k, c in enumerate(codes) if c == code]
             read_as = replace(options, source_language=code)
-            done = engine.translate_batch([texts[k] for k in picked], read_as, memory)
+            done = engine.translate_batch([texts[k] for k in picked], read_as, memory, [wanted[k] for k in picked])
             for k, translation in zip(picked, done):
                 out[k] = translation
         return [t for t in out if t is not None]
@@ -334,8 +336,10 @@ class DocumentTranslator:
         return found
 
     def _put_terms(self, plans: list[_Plan], options: DecodingOptions) -> None:
-        """Each glossary term of each translated sentence put into its translation, or the sentence flagged
-        ``term_missed``; the terms' words translated alone first, in one engine call (``worker.documents.terms``)."""
+        """Each glossary term of each translated sentence put into its translation (``worker.documents.terms``:
+        the terms' words translated alone first, in one engine call, and their rendering replaced); a sentence with
+        a term that could not be put in is searched again, constrained to write every one of its terms
+        (``_force_terms``)."""
         if self.glossary is None:
             return
         found = [
@@ -350,12 +354,40 @@ class DocumentTranslator:
         cap = 8 + 4 * max((self._count(w) for w, _ in words), default=0)
         short = replace(options, max_new_tokens=min(options.max_new_tokens, cap))
         renderings = self._alone(words, short, self.memory or RENDERINGS)
+        missed = []
         for plan, i, matches in found:
             put = terms.apply(plan.translations[i], matches, renderings.get(plan.codes[i], {}))
-            plan.translations[i], plan.terms = put.translation, plan.terms + put.applied
-            plan.terms_missed += put.missed
             if put.missed:
-                plan.sentence_flags[i].add("term_missed")
+                missed.append((plan, i, matches, put))
+            else:
+                plan.translations[i], plan.terms = put.translation, plan.terms + put.applied
+        self._force_terms(missed, options)
+
+    def _force_terms(
+        self, missed: list[tuple[_Plan, int, list[Match], terms.Applied]], options: DecodingOptions
+    ) -> None:
+        """Sentences whose terms could not all be put in, translated again alone by a constrained search that
+        must write every target (``worker.engine.constrained``). Its translation is kept when it holds every term,
+        shows no symptom (``worker.documents.degeneration``) the sentence's translation did not have, and has no
+        more sentences than it (a model that cannot fit a term in tends to write it after the end: ``汤姆有68个瓶子。
+        水瓶…``), and flagged ``term_forced``; else the sentence keeps what was put in and is flagged
+        ``term_missed``."""
+        texts = [plan.sentences[i].text for plan, i, _, _ in missed]
+        phrases = [list(dict.fromkeys(m.term.target for m in matches)) for _, _, matches, _ in missed]
+        codes = [plan.codes[i] for plan, i, _, _ in missed]
+        redone = self._engine(texts, codes, options, phrases=phrases) if missed else []
+        for (plan, i, matches, placed), out in zip(missed, redone):
+            forced, source = terms.apply(out.text, matches, {}), plan.sentences[i].text
+            before = symptoms(source, plan.translations[i], hit_length_limit=i in plan.limited)
+            after = symptoms(source, out.text, hit_length_limit="length_limit" in out.flags)
+            tacked_on = len(split_target(out.text)) > len(split_target(plan.translations[i]))
+            if not forced.missed and set(after) <= set(before) and not tacked_on:
+                plan.translations[i], plan.terms = out.text, plan.terms + forced.applied
+                plan.sentence_flags[i].add("term_forced")  # a reader may want to look: the model did not choose it
+                continue
+            plan.translations[i], plan.terms = placed.translation, plan.terms + placed.applied
+            plan.terms_missed += placed.missed
+            plan.sentence_flags[i].add("term_missed")
 
     def _place_markup(self, plans: list[_Plan], options: DecodingOptions) -> None:
         """Each sentence's translation written in the document's format, its marks put back; words a

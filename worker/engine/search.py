@@ -137,6 +137,7 @@ class Vocabulary:
 class Hypothesis:
     tokens: list[int]  # generated ids, decoder start excluded, EOS included when generated
     score: float
+    complete: bool = True  # False: a constrained search ended it at the length limit with a phrase not written
 
 
 @dataclass
@@ -345,15 +346,16 @@ def next_candidates(
     candidates per row, and the new cache.
 
     Forced steps skip the scores; otherwise the graph's top candidates after the bans, or, when a filter
-    rescales, the full vocabulary filtered by the decoder's rule. The graph's candidates are renormalized
-    over what the bans left, as generate's ``renormalize_logits`` scores them; without it they are
-    log-probabilities of the whole vocabulary again (a forced token scores 0 either way)."""
+    rescales or the decoder reads every score (``full_scores``), the full vocabulary filtered by the decoder's
+    rule. The graph's candidates are renormalized over what the bans left, as generate's ``renormalize_logits``
+    scores them; without it they are log-probabilities of the whole vocabulary again (a forced token scores 0
+    either way)."""
     tokens = sequences[:, -1:]
     forced = filters.forced_token(sequences.shape[1])
     if forced is not None:
         out = inference.step(tokens, state, past, top_k=1)
         return Candidates.forced(len(tokens), forced, decoder.width), out.present
-    if filters.top_k_exact:
+    if filters.top_k_exact and not decoder.full_scores:
         out = inference.step(tokens, state, past, top_k=decoder.width, bans=filters.ban_arrays(sequences))
         assert out.ids is not None and out.log_mass is not None
         values = out.values if filters.renormalize else out.values + out.log_mass
@@ -396,6 +398,7 @@ class TokenDecoder(ABC):
 
     beams: int
     width: int
+    full_scores = False  # True: it reads every row's scores over the whole vocabulary, not the graph's top
 
     def __init__(self, options: DecodingOptions, vocab: Vocabulary) -> None:
         self.options, self.vocab = options, vocab
@@ -475,9 +478,10 @@ class Finished:
         return min(h.score for h in self.hypotheses)
 
     def add(self, new: list[Hypothesis]) -> None:
-        """Keep the best ``size`` of those kept and ``new``; equal scores keep the earlier first."""
+        """Keep the best ``size`` of those kept and ``new``; equal scores keep the earlier first, and an
+        incomplete hypothesis (``Hypothesis.complete``) comes after every complete one."""
         self.hypotheses.extend(new)
-        self.hypotheses.sort(key=lambda h: -h.score)
+        self.hypotheses.sort(key=lambda h: (not h.complete, -h.score))
         del self.hypotheses[self.size :]
 
 
@@ -555,7 +559,7 @@ class BeamDecoder(TokenDecoder):
         ``early_stopping``), or the length limit."""
         o, length = self.options, self.running.shape[2]
         best_length = o.max_length - 1 if o.early_stopping == "never" and o.length_penalty > 0.0 else length - 1
-        best_possible = self.rank(self.running_scores[:, 0], best_length)
+        best_possible = self.rank(self.running_scores.max(axis=1), best_length)
         done = np.zeros(len(self.finished), dtype=bool)
         for i, pool in enumerate(self.finished):
             if pool.full:
@@ -580,15 +584,16 @@ def generate(
     options: DecodingOptions,
     vocab: Vocabulary,
     forced_bos: int | None = None,
+    decoder: TokenDecoder | None = None,
 ) -> list[SearchResult]:
     """Translate the encoded batch; one result per sentence, in input order. ``options`` as resolved for
     the batch (``for_batch``); ``forced_bos``: the target language token generation starts with (from
-    the request's framing)."""
+    the request's framing); ``decoder``: one made for this batch (``worker.engine.constrained``), instead
+    of generate's greedy or beam search."""
     batch = state.mask.shape[0]
     filters = LogitFilters.of(options, vocab, forced_bos)
-    decoder: TokenDecoder = (
-        GreedyDecoder(batch, options, vocab) if options.beam_size == 1 else BeamDecoder(batch, options, vocab)
-    )
+    if decoder is None:
+        decoder = GreedyDecoder(batch, options, vocab) if options.beam_size == 1 else BeamDecoder(batch, options, vocab)
     results = [SearchResult() for _ in range(batch)]
     open_ = np.arange(batch)  # input positions of the sentences still searched
     past = inference.empty_past(batch, options.max_new_tokens, batch * decoder.beams)  # a step writes one position

@@ -76,6 +76,8 @@ class TextCodec(Protocol):
     def encode(self, text: str) -> list[int]: ...
     def encode_many(self, texts: list[str]) -> list[list[int]]: ...
     def decode(self, ids: Sequence[int]) -> str: ...
+    def target_pieces(self, text: str) -> list[str]: ...
+    def piece_id(self, piece: str) -> int | None: ...
 
 
 def clean_up_tokenization(text: str) -> str:
@@ -100,6 +102,13 @@ class FastCodec:
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         return [list(e.ids) for e in self.rust.encode_batch(texts, add_special_tokens=False)]
+
+    def target_pieces(self, text: str) -> list[str]:
+        return list(self.rust.encode(text, add_special_tokens=False).tokens)
+
+    def piece_id(self, piece: str) -> int | None:
+        found = self.rust.token_to_id(piece)
+        return None if found is None else int(found)
 
     def decode(self, ids: Sequence[int]) -> str:
         text = str(self.rust.decode(list(ids), skip_special_tokens=True))
@@ -167,6 +176,13 @@ class PieceCodec:
         if self.style == "marian" and text.startswith(">>") and (end := text.find("<<")) != -1:
             code, text = [self.vocab.get(text[: end + 2], self.unk_id)], text[end + 2 :]
         return code + [self.vocab.get(p, self.unk_id) for p in self.source.encode(text, out_type=str)]
+
+    def target_pieces(self, text: str) -> list[str]:
+        """``text`` as the target model cuts it (what the tokenizer's ``text_target=`` gives)."""
+        return list(self.target.encode(text, out_type=str))
+
+    def piece_id(self, piece: str) -> int | None:
+        return self.vocab.get(piece)
 
     # -- decoding ------------------------------------------------------------------------------
 
@@ -309,6 +325,31 @@ class Tokenizer:
         _check(text)
         framing = framing or self.default
         return [*framing.prefix_ids, *self.codec.encode(framing.text_prefix + text), *framing.suffix_ids]
+
+    def phrase(self, text: str) -> tuple[tuple[int, ...], ...]:
+        """The ways the target ids of ``text`` may be written inside a translation (a glossary term a constrained
+        search must write): with the codec's word mark (a word of a spaced script, or any at the start of a
+        translation) and without it (a Chinese or Japanese word inside a sentence, a word after a bracket). A piece
+        the vocabulary lacks is written as its characters; none for text with no piece, or with one the vocabulary
+        cannot write even so (it would decode as ``<unk>``)."""
+        pieces = self.codec.target_pieces(text)
+        ways = [pieces]
+        if pieces and pieces[0].startswith(SPIECE_UNDERLINE):
+            bare = pieces[0][len(SPIECE_UNDERLINE) :]
+            ways.append([bare, *pieces[1:]] if bare else pieces[1:])
+        found = [ids for way in ways if way and (ids := self._written(way))]
+        return tuple(dict.fromkeys(found))
+
+    def _written(self, pieces: list[str]) -> tuple[int, ...]:
+        """The ids of ``pieces``, one the vocabulary lacks as its characters; empty if one cannot be written."""
+        ids: list[int] = []
+        for piece in pieces:
+            whole = self.codec.piece_id(piece)
+            each = [self.codec.piece_id(c) for c in piece] if whole is None else [whole]
+            if None in each:
+                return ()
+            ids += [i for i in each if i is not None]
+        return tuple(ids)
 
     def count(self, texts: Sequence[str], *, batch: int = 1024) -> list[int]:
         """Source tokens of each text with the default framing, encoded ``batch`` texts per call

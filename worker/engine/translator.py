@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from worker.engine.artifact import Artifact
 from worker.engine.batching import Batch, plan_batches
+from worker.engine.constrained import ConstrainedBeamDecoder, Phrases
 from worker.engine.inference import SOURCE_MULTIPLE, pad_batch
 from worker.engine.languages import ModelLanguages
 from worker.engine.memory import Memory
@@ -19,6 +21,21 @@ from worker.engine.tokenizer import Framing, Tokenizer, unreadable
 from worker.engine.translation import Alternative, Translation
 
 MAX_TOKENS = 4096  # default token budget of one batch (source + beams * target tokens)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One sentence to translate, and the target phrases its translation must contain."""
+
+    text: str
+    phrases: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """What the translation memory keys it by: the text, or with phrases a JSON object of both."""
+        return (
+            json.dumps({"text": self.text, "phrases": self.phrases}, ensure_ascii=False) if self.phrases else self.text
+        )
 
 
 class Translator:
@@ -113,90 +130,124 @@ class Translator:
         return self.artifact.artifact_id, self.precision, provider
 
     def translate_batch(
-        self, sentences: Sequence[str], options: DecodingOptions | None = None, memory: Memory | None = None
+        self,
+        sentences: Sequence[str],
+        options: DecodingOptions | None = None,
+        memory: Memory | None = None,
+        phrases: Sequence[Sequence[str]] | None = None,
     ) -> list[Translation]:
         """Translations in input order; empty or blank sentences give empty ones without a model call, and
         a sentence no tokenizer can read (a lone surrogate) an empty one with its ``error``: one bad
         sentence is its own failure, not the batch's.
 
-        With a ``memory``, each distinct text is translated once (later copies and remembered ones come
-        back ``reused``), unless ``max_length_ratio`` makes a sentence's length limit its batch's."""
+        ``phrases``: per sentence, target text its translation must contain (a glossary's terms); a sentence with
+        some is searched by ``worker.engine.constrained`` with at least one beam more than it has phrases, every
+        other one as without. With a ``memory``, each distinct request is translated once (later copies and
+        remembered ones come back ``reused``), unless ``max_length_ratio`` makes a sentence's length limit its
+        batch's."""
         for s in sentences:
             if not isinstance(s, str):
                 raise TypeError(f"translate_batch takes strings, got {type(s).__name__}: {s!r:.80}")
         options = options or self.options()
         framing = self.framing(options)  # bad languages fail before any work
         problems = [unreadable(s) for s in sentences]
-        readable = [s for s, problem in zip(sentences, problems) if problem is None]
+        wanted = [tuple(p) for p in phrases] if phrases is not None else [()] * len(sentences)
+        readable = [Request(s, must) for s, must, problem in zip(sentences, wanted, problems) if problem is None]
         if memory is None or options.max_length_ratio is not None:
             done = iter(self._translate(readable, options, framing))
         else:
             done = iter(self._remembered(readable, options, framing, memory))
         return [next(done) if problem is None else Translation("", [], 0.0, error=problem) for problem in problems]
 
-    def _translate(self, sentences: Sequence[str], options: DecodingOptions, framing: Framing) -> list[Translation]:
-        out = [Translation("", [], 0.0) for _ in sentences]
-        todo = [i for i, s in enumerate(sentences) if s.strip()]
-        fitted = [self._fit(self.tokenizer.encode(sentences[i], framing)) for i in todo]
-        results = self.search([source for source, _ in fitted], options, framing)
+    def _translate(self, requests: Sequence[Request], options: DecodingOptions, framing: Framing) -> list[Translation]:
+        out = [Translation("", [], 0.0) for _ in requests]
+        todo = [i for i, r in enumerate(requests) if r.text.strip()]
+        fitted = [self._fit(self.tokenizer.encode(requests[i].text, framing)) for i in todo]
+        phrases = [tuple(ways for p in requests[i].phrases if (ways := self.tokenizer.phrase(p))) for i in todo]
+        results = self.search([source for source, _ in fitted], options, framing, phrases)
         self.artifact.check_unchanged()  # nothing read from an artifact changed meanwhile is kept
         for i, result, (source, truncated) in zip(todo, results, fitted):
             out[i] = self._translation(result, truncated, len(source))
         return out
 
     def _remembered(
-        self, sentences: Sequence[str], options: DecodingOptions, framing: Framing, memory: Memory
+        self, requests: Sequence[Request], options: DecodingOptions, framing: Framing, memory: Memory
     ) -> list[Translation]:
-        distinct = list(dict.fromkeys(s for s in sentences if s.strip()))
-        known = {s: t for s, t in zip(distinct, memory.recall(self.identity, options, distinct)) if t is not None}
-        missing = [s for s in distinct if s not in known]
-        fresh = dict(zip(missing, self._translate(missing, options, framing)))
+        by_key = {r.key: r for r in requests if r.text.strip()}
+        distinct = list(by_key)
+        known = {k: t for k, t in zip(distinct, memory.recall(self.identity, options, distinct)) if t is not None}
+        missing = [k for k in distinct if k not in known]
+        fresh = dict(zip(missing, self._translate([by_key[k] for k in missing], options, framing)))
         memory.keep(self.identity, options, fresh)
         out = []
-        for s in sentences:
-            if not s.strip():
+        for r in requests:
+            if not r.text.strip():
                 out.append(Translation("", [], 0.0))
-            elif s in fresh:
-                out.append(fresh.pop(s))  # the one the engine made; later copies of it are reused
-                known[s] = replace(out[-1], reused=True)
+            elif r.key in fresh:
+                out.append(fresh.pop(r.key))  # the one the engine made; later copies of it are reused
+                known[r.key] = replace(out[-1], reused=True)
             else:
-                out.append(known[s])
+                out.append(known[r.key])
         return out
 
     def search(
-        self, sources: Sequence[list[int]], options: DecodingOptions, framing: Framing | None = None
+        self,
+        sources: Sequence[list[int]],
+        options: DecodingOptions,
+        framing: Framing | None = None,
+        phrases: Sequence[Phrases] | None = None,
     ) -> list[SearchResult]:
         """Token-budget batches over the session pool; results in the order of ``sources``. ``framing``:
-        the request's, as ``generate_ids`` takes it."""
-        batches = plan_batches(
-            [len(s) for s in sources],
-            max_tokens=self.max_tokens,
-            beams=options.beam_size,
-            target_estimate=lambda n: min(options.max_new_tokens, 2 * n),
-        )
-        if self.on_batch is not None:
-            for batch in batches:
-                self.on_batch(batch)
+        the request's, as ``generate_ids`` takes it; ``phrases``: per source, the target ids a constrained
+        search must write (none: generate's search), sources with as many phrases batched together."""
+        phrases = phrases or [()] * len(sources)
+        groups: dict[int, list[int]] = {}
+        for i, must in enumerate(phrases):
+            groups.setdefault(len(must), []).append(i)
+        work: list[tuple[list[int], DecodingOptions]] = []
+        for count, members in groups.items():
+            searched = replace(options, beam_size=max(options.beam_size, count + 1)) if count else options
+            batches = plan_batches(
+                [len(sources[i]) for i in members],
+                max_tokens=self.max_tokens,
+                beams=searched.beam_size,
+                target_estimate=lambda n: min(options.max_new_tokens, 2 * n),
+            )
+            if self.on_batch is not None:
+                for batch in batches:
+                    self.on_batch(batch)
+            work += [([members[k] for k in batch.indices], searched) for batch in batches]
         results: list[SearchResult] = [SearchResult() for _ in sources]
-        run = lambda batch: self.generate_ids([sources[i] for i in batch.indices], options, framing)
+
+        def run(item: tuple[list[int], DecodingOptions]) -> list[SearchResult]:
+            indices, searched = item
+            must = [phrases[i] for i in indices]
+            return self.generate_ids([sources[i] for i in indices], searched, framing, must if any(must) else None)
+
         with ThreadPoolExecutor(max_workers=self.pool.size) as workers:
-            for batch, found in zip(batches, workers.map(run, batches)):
-                for i, result in zip(batch.indices, found):
+            for (indices, _), found in zip(work, workers.map(run, work)):
+                for i, result in zip(indices, found):
                     results[i] = result
         return results
 
     def generate_ids(
-        self, sources: Sequence[Sequence[int]], options: DecodingOptions, framing: Framing | None = None
+        self,
+        sources: Sequence[Sequence[int]],
+        options: DecodingOptions,
+        framing: Framing | None = None,
+        phrases: Sequence[Phrases] | None = None,
     ) -> list[SearchResult]:
         """One search over already-tokenised (and framed) sources, as one batch, with the length limits
         resolved for it (``for_batch``). The target language of ``framing`` (by default, the one ``options``
-        name or the model's) is forced first, as ``generate`` does with the same ids."""
+        name or the model's) is forced first, as ``generate`` does with the same ids; with ``phrases`` (one
+        per source), a constrained search writes them (``worker.engine.constrained``)."""
         forced_bos = (framing if framing is not None else self.framing(options, require_target=False)).forced_bos
         longest = max(map(len, sources))
         options = for_batch(options, longest_source=longest, max_positions=self.max_positions)
         ids, mask = pad_batch(sources, self.pad_id, multiple=SOURCE_MULTIPLE, limit=self.max_positions)
+        decoder = ConstrainedBeamDecoder(phrases, options, self.vocab) if phrases else None
         with self.pool.acquire() as inference:
-            return generate(inference, inference.encode(ids, mask), options, self.vocab, forced_bos)
+            return generate(inference, inference.encode(ids, mask), options, self.vocab, forced_bos, decoder)
 
     def _fit(self, source: list[int]) -> tuple[list[int], bool]:
         """Cut a source longer than the model's positions (keeping its closing token) and say so."""

@@ -45,7 +45,9 @@ class StandIn:
     def at_precision(self, precision: str) -> StandIn:
         return self
 
-    def translate_batch(self, texts: list[str], options: object = None, memory: object = None) -> list[Translation]:
+    def translate_batch(
+        self, texts: list[str], options: object = None, memory: object = None, phrases: object = None
+    ) -> list[Translation]:
         return [Translation(self._translate(t), [], 0.0) for t in texts]
 
     def _translate(self, text: str) -> str:

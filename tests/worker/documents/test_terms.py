@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from contract.glossary import Glossary
 from export_tools.cli import DEMO_DEV_SET
 from worker.documents import terms
 from worker.documents.translator import DocumentTranslator
+from worker.engine.search import DecodingOptions
+from worker.engine.translation import Translation
 from worker.engine.translator import Translator
 
 ISSUE = "Chicago\t芝加哥市\nTom\t汤米\nFanyi\tFanyi\n"  # the issue's glossary: two names, one brand kept
@@ -55,3 +60,49 @@ def test_the_demo_dev_set_carries_every_term_or_says_it_does_not(demo_artifact: 
     assert [seen(r) for r in DocumentTranslator(translator, glossary=unrelated).translate(documents)] == [
         seen(r) for r in plain
     ]
+
+
+class Scripted:
+    """What ``DocumentTranslator`` needs of a ``Translator``, answering from ``script``: text -> translation, and
+    (text, target) -> what a constrained search writes."""
+
+    max_positions = 512
+    artifact = type("Artifact", (), {"precisions": ["int8"]})()
+    tokenizer = type("Tokenizer", (), {"encode": staticmethod(lambda text: text.split() + ["</s>"])})()
+
+    def __init__(self, script: dict[Any, str]):
+        self.script = script
+
+    def options(self, **overrides: Any) -> DecodingOptions:
+        return DecodingOptions(**{k: v for k, v in overrides.items() if v is not None})
+
+    def at_precision(self, precision: str) -> Scripted:
+        return self
+
+    def translate_batch(self, texts: list[str], options: Any = None, memory: Any = None, phrases: Any = None):
+        wanted = phrases or [[] for _ in texts]
+        keys = [(text, *must) if must else text for text, must in zip(texts, wanted)]
+        return [Translation(self.script.get(key, ""), [], 0.0) for key in keys]
+
+
+@pytest.mark.parametrize(
+    ("forced", "translation", "flags", "counts"),
+    [
+        ("汤米有3个苹果。", "汤米有3个苹果。", {"term_forced"}, (1, 0)),  # written where it belongs: kept
+        ("汤姆有3个苹果。汤米。", "汤姆有3个苹果。", {"term_missed"}, (0, 1)),  # tacked on after the end
+        ("他有3个苹果。", "他有3个苹果。", {"term_missed"}, (0, 1)),  # the search did not write it either
+        ("汤米有3个苹果苹果苹果苹果苹果苹果苹果苹果苹果苹果苹果苹果。", "他有3个苹果。", {"term_missed"}, (0, 1)),
+    ],
+)
+def test_a_term_placement_misses_is_searched_for_and_kept_only_if_it_reads_as_one_sentence(
+    forced: str, translation: str, flags: set[str], counts: tuple[int, int]
+) -> None:
+    glossary = Glossary.parse(b"Tom\t\xe6\xb1\xa4\xe7\xb1\xb3\n", "g.tsv")  # Tom -> 汤米
+    source = "Tom has 3 apples."
+    # The model translates "Tom" alone as something the sentence's translation does not hold: placement misses.
+    plain = "汤姆有3个苹果。" if "汤姆" in forced else "他有3个苹果。"
+    script = {source: plain, "Tom": "托马斯", (source, "汤米"): forced}
+    (result,) = DocumentTranslator(Scripted(script), glossary=glossary).translate([("d", source)])  # type: ignore[arg-type]
+    assert result.translation == translation
+    assert flags <= set(result.flags) and (result.terms, result.terms_missed) == counts
+    assert result.status == ("partial" if "term_missed" in flags else "ok")

@@ -145,10 +145,16 @@ def translators(artifacts: Mapping[str, Path]) -> Mapping[str, Translator]:
     return Lazy(LIKE, lambda name: Translator(artifacts[name], precision="fp32"))
 
 
-def _ours(translator: Translator, texts: list[str], languages: tuple[str | None, str | None], **options: Any):
+def _ours(
+    translator: Translator,
+    texts: list[str],
+    languages: tuple[str | None, str | None],
+    phrases: list[list[str]] | None = None,
+    **options: Any,
+):
     source, target = languages
     request = translator.options(source_language=source, target_language=target, num_hypotheses=1, **options)
-    return translator.translate_batch(texts, request)
+    return translator.translate_batch(texts, request, None, phrases)
 
 
 def _compare(
@@ -159,9 +165,11 @@ def _compare(
     beams: int,
     case: str,
     seed: int,
+    phrases: list[list[str]] | None = None,
     **options: Any,
-) -> None:
-    """Ours and ``generate`` on the same request: the same ids and text, scores within 1e-4 per token.
+) -> list[Any]:
+    """Ours and ``generate`` on the same request: the same ids and text, scores within 1e-4 per token; with
+    ``phrases``, for the sentences that have none (the others are returned with the rest, to be checked apart).
 
     A score is a sum of n log-probabilities over ``n ** length_penalty``; on random weights float32
     itself (torch's or ours) strays ~2e-5 per log-probability from exact arithmetic (up to 1e-4 on a
@@ -169,11 +177,13 @@ def _compare(
     length penalty 0.6 may differ by more than 1e-4 without either side being wrong. For
     the same reason, where beam search had to cut between two candidates closer than ``TIE``, either
     side's pick is right: a sentence whose ids differ passes only if our own search of it met such a tie."""
-    ours = _ours(translator, texts, languages, beam_size=beams, **options)
+    ours = _ours(translator, texts, languages, phrases, beam_size=beams, **options)
     theirs = reference.generate(texts, languages, num_beams=beams, **options)
     where = f"{case}, model weights seed {seed}"
     power = 1.0 - options.get("length_penalty", 1.0)
     for i, (mine, tokens, text, score) in enumerate(zip(ours, theirs["tokens"], theirs["text"], theirs["scores"])):
+        if phrases and phrases[i]:
+            continue
         if mine.tokens != tokens and _tied(
             translator, texts[i], languages, _diverge(mine.tokens, tokens), beams, options
         ):
@@ -184,6 +194,7 @@ def _compare(
             f"{where}: score {mine.score} vs {score} (tolerance {tolerance:.1e})"
         )
     assert len(ours) == len(theirs["tokens"]), where
+    return ours
 
 
 TIE = 1e-4  # two beam scores closer than this are the same score to float32 (as the score tolerance says)
@@ -248,6 +259,44 @@ def test_text_ids_and_scores_equal_generate_and_batch_decode(
         max_new_tokens=MAX_NEW,
         min_new_tokens=minimum,
     )
+
+
+# Two families a glossary is tried on (Marian's sentencepiece pair, NLLB's fast tokenizer), into Chinese; per
+# sentence of SENTENCES, the targets its translation must hold ("unrelated": a glossary matching none of them).
+TERM_FAMILIES = {"opus-mt-en-zh": (None, None), "nllb-200-distilled-600M": ("eng_Latn", "zho_Hans")}
+TERMS = {"unrelated": [[]] * 7, "terms": [["芝加哥市"], [], ["汤米", "Fanyi"], [], [], ["芝加哥市"], []]}
+
+
+@pytest.mark.parametrize("name", models(tuple(TERM_FAMILIES)))
+@pytest.mark.parametrize(("beams", "batch", "glossary"), list(itertools.product((1, 4), ("batch1", "batch7"), TERMS)))
+def test_terms_are_written_and_every_other_sentence_is_what_generate_writes(
+    name, beams, batch, glossary, references, translators, model_seed
+) -> None:
+    """A constrained search writes every target of its sentence (``worker.engine.constrained``); every sentence
+    without one, in the same call, is generate's, ids, text and score."""
+    texts, phrases = (SENTENCES, TERMS[glossary]) if batch == "batch7" else (SENTENCES[2:3], TERMS[glossary][2:3])
+    case = f"{name} {glossary} beams={beams} {batch}"
+    translator = translators[name]
+    ours = _compare(
+        translator,
+        references[name],
+        texts,
+        TERM_FAMILIES[name],
+        beams,
+        case,
+        model_seed,
+        phrases,
+        max_new_tokens=MAX_NEW,
+    )
+    for mine, wanted in zip(ours, phrases):
+        for target in wanted:
+            ways = translator.tokenizer.phrase(target)
+            assert any(_holds(mine.tokens, way) for way in ways), f"{case}: {target} not written in {mine.tokens}"
+            assert target in mine.text, f"{case}: {target} not in {mine.text!r}, model weights seed {model_seed}"
+
+
+def _holds(tokens: list[int], way: tuple[int, ...]) -> bool:
+    return any(tuple(tokens[i : i + len(way)]) == way for i in range(len(tokens)))
 
 
 OPTION_MODELS = ("opus-mt-en-zh", "m2m100_418M", "t5-small")
@@ -351,8 +400,8 @@ def test_routed_documents_are_read_as_their_own_language(translators, references
     calls: list[tuple[list[str], Any, list[Any]]] = []
     engine = translator.translate_batch
 
-    def recorded(texts: list[str], request: Any, memory: Any = None) -> list[Any]:
-        calls.append((list(texts), request, out := engine(texts, request, memory)))
+    def recorded(texts: list[str], request: Any, memory: Any = None, phrases: Any = None) -> list[Any]:
+        calls.append((list(texts), request, out := engine(texts, request, memory, phrases)))
         return out
 
     with mock.patch.object(translator, "translate_batch", recorded):
