@@ -6,8 +6,9 @@ under way with how many of its tokens. A step's candidates are generate's best 2
 best token, and each beam's tokens that advance a phrase. They are grouped into banks by how many phrase tokens
 they have written, and the beam is filled from the banks in turn, the most advanced bank first and the best
 first within a bank (fairseq's round robin): hypotheses that have written more of the phrases are kept beside
-those that read best. A hypothesis may end only once every phrase is written; one the length limit stops before
-that comes back ``complete=False``, ranked after every complete one.
+those that read best. A hypothesis may end only once every phrase is written, and one the model would end (EOS its
+best token) may only go on with a phrase, not babble on until it finds a place for one; one the length limit stops
+before every phrase is written comes back ``complete=False``, ranked after every complete one.
 
 Only sentences with phrases are searched this way (``Translator``); every other sentence keeps generate's search.
 """
@@ -92,7 +93,7 @@ class ConstrainedBeamDecoder(BeamDecoder):
     full_scores = True  # a phrase's next token is rarely among the graph's top candidates
 
     def __init__(self, phrases: Sequence[Phrases], options: DecodingOptions, vocab: Vocabulary) -> None:
-        if not all(p and all(way for phrase in p for way in phrase) and all(p) for p in phrases):
+        if not all(p and all(phrase and all(phrase) for phrase in p) for p in phrases):
             raise ValueError("every sentence of a constrained search needs phrases, every phrase a way, every way ids")
         super().__init__(len(phrases), options, vocab)
         self.phrases = list(phrases)
