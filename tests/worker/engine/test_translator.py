@@ -328,3 +328,17 @@ def test_no_mapping_of_the_process_covers_the_token_table(artifacts, precision: 
             mapped.append((int(fields[2], 16), int(fields[2], 16) + high - low))
     assert mapped, "the sessions map the rest of weights.bin: expected some mapping of it"
     assert not [(a, b) for a, b in mapped if a < end and start < b], (mapped, (start, end))
+
+
+def test_a_sentence_with_phrases_is_remembered_apart_from_the_same_sentence_without(demo_artifact) -> None:
+    """The memory keys a request by its text and the phrases its translation must hold: the constrained
+    translation is reused for the same request, and never given for the sentence asked without them."""
+    from worker.engine.memory import LocalMemory
+
+    translator, memory = Translator(demo_artifact), LocalMemory()
+    text = "New York is 4,661 kilometers from Chicago."
+    plain, forced = translator.translate_batch([text, text], memory=memory, phrases=[[], ["芝加哥市"]])
+    assert "芝加哥市" in forced.text and "芝加哥市" not in plain.text and not (plain.reused or forced.reused)
+    again = translator.translate_batch([text, text, text], memory=memory, phrases=[["芝加哥市"], [], ["芝加哥市"]])
+    assert [t.text for t in again] == [forced.text, plain.text, forced.text]
+    assert all(t.reused for t in again) and len(memory._entries) == 2
