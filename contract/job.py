@@ -70,6 +70,7 @@ class Job:
     bad_rows: int = 0  # input rows that could not be read as documents: each is an error row in the output
     artifact_ids: dict[str, str] = field(default_factory=dict)  # each artifact's path -> its id
     glossary_sha256: str | None = None  # of the spec's glossary as submitted (its copy: ``glossary_key``)
+    team: str | None = None  # who submitted it over HTTP (``jobs.server``); None from the CLI
 
     @property
     def input_chunks(self) -> int:

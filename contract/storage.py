@@ -18,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
+import shutil
 import re
 import tempfile
 from collections.abc import Iterator
@@ -95,6 +96,10 @@ class Storage(Protocol):
     def put(self, key: str, data: bytes) -> None:
         """Write or replace ``key``: markers, chunk inputs, failure records. Never a result part: those are
         created once (``create``)."""
+        ...
+
+    def put_file(self, key: str, path: Path) -> None:
+        """Write or replace ``key`` with the file at ``path``, streamed (an upload larger than memory)."""
         ...
 
     def exists(self, key: str) -> bool: ...
@@ -177,6 +182,15 @@ class LocalStorage:
         os.chmod(tmp, READABLE)
         os.replace(tmp, path)
 
+    def put_file(self, key: str, path: Path) -> None:
+        target = self._path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        os.close(fd)
+        shutil.copyfile(path, tmp)
+        os.chmod(tmp, READABLE)
+        os.replace(tmp, target)
+
     def exists(self, key: str) -> bool:
         return self._path(key).exists()
 
@@ -248,6 +262,12 @@ class S3Storage:
 
     def put(self, key: str, data: bytes) -> None:
         self._upload(key, data)
+
+    def put_file(self, key: str, path: Path) -> None:
+        from boto3.s3.transfer import TransferConfig
+
+        config = TransferConfig(multipart_threshold=MULTIPART_BYTES, multipart_chunksize=MULTIPART_BYTES)
+        self.client.upload_file(str(path), self.bucket, self._key(key), Config=config)
 
     def exists(self, key: str) -> bool:
         from botocore.exceptions import ClientError

@@ -11,6 +11,7 @@
     python -m jobs memory clear --output PREFIX  forget the translation memories of the jobs under PREFIX
     python -m jobs schedules                     each schedule's last run, a night waiting for it, nights skipped
     python -m jobs demo                          the whole system on embedded defaults (see jobs/demo.py)
+    python -m jobs serve --tokens FILE           the jobs API over HTTP for every team (see jobs/server.py)
 
 A job's output prefix is found from --output, else FANYI_OUTPUT, else the Redis registry of
 submitted jobs. The broker is FANYI_BROKER_URL (see contract/settings.py for every setting).
@@ -62,6 +63,16 @@ def parser() -> argparse.ArgumentParser:
     memory.add_argument("--output", help="prefix (or memory_prefix) whose memories to clear (default: FANYI_OUTPUT)")
     memory.add_argument("--job", help="clear only this job's own memory (memory: job), not the shared one")
     sub.add_parser("schedules", help="each nightly schedule: its last run, a night waiting for it, nights skipped")
+    serve = sub.add_parser("serve", help="the jobs API over HTTP, one bearer token per team (see jobs/server.py)")
+    serve.add_argument("--tokens", required=True, metavar="FILE", help="`team token` lines (a Kubernetes Secret file)")
+    serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a container)")
+    serve.add_argument("--output", help="a team's jobs go under OUTPUT/<team> (default: FANYI_OUTPUT)")
+    serve.add_argument("--inputs", action="append", default=[], metavar="PREFIX",
+                       help="a prefix specs may read inputs and glossaries from (repeat it)")  # fmt: skip
+    serve.add_argument("--artifacts", action="append", default=[], metavar="FOLDER",
+                       help="a folder whose artifacts specs may name (repeat it)")  # fmt: skip
+    serve.add_argument("--max-upload-mb", type=float, default=1024, help="largest upload taken (default 1024)")
     listing = sub.add_parser("list", help="jobs under an output prefix")
     listing.add_argument("--output", help="output prefix, e.g. s3://results/translations (default: FANYI_OUTPUT)")
     return p
@@ -89,6 +100,15 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "cancel":
         api.cancel(args.job_id, args.output)
         print(f"cancelled {args.job_id}: `python -m jobs resume {args.job_id}` starts it again")
+        return 0
+    if args.command == "serve":
+        from jobs.server import serve, settings_from
+
+        settings = settings_from(args)
+        teams = len(set(settings.teams.values()))
+        print(f"serving the jobs API on http://{args.host}:{args.port} for {teams} team(s); jobs under "
+              f"{settings.output}/<team>; /docs for the API", file=sys.stderr, flush=True)  # fmt: skip
+        serve(settings, args.host, args.port)
         return 0
     if args.command == "schedules":
         from jobs.schedules import schedules
@@ -142,10 +162,11 @@ def main(argv: list[str] | None = None) -> None:
     from contract.spec import SpecError
     from contract.storage import StorageError
     from jobs.api import SubmitError, Unreachable, explain, redis_trouble
+    from jobs.server import SetupError
 
     try:
         sys.exit(run(args))
-    except (SpecError, StorageError, FileNotFoundError, SubmitError, Unreachable) as err:
+    except (SpecError, StorageError, FileNotFoundError, SubmitError, Unreachable, SetupError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(1)
     except (RedisError, OperationalError) as err:  # a Redis call no verb names: the broker's or the cache's

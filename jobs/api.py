@@ -86,6 +86,10 @@ class SubmitError(Exception):
     """The job could not be (fully) submitted; the message names it and says what to do."""
 
 
+class JobConflict(SpecError):
+    """A job with this id exists with another spec."""
+
+
 class Unreachable(Exception):
     """Storage or Redis did not answer; the message names which (URL redacted) and says what to do."""
 
@@ -135,13 +139,17 @@ def submit(
     job_id: str | None = None,
     on_job: Callable[[str], None] | None = None,
     on_progress: Callable[[str], None] | None = None,
+    team: str | None = None,
+    retried: bool = False,
 ) -> str:
     """Check everything, write the manifest and chunk inputs, enqueue one task per chunk; the job id.
 
     ``on_job`` hears the job id once the job exists (its manifest is written, or it existed with this
     spec) and before anything is enqueued: never for a job that was refused, always for one that a broker
     failure left ``submitting``. ``on_progress`` hears what is going on (documents read, chunk inputs
-    written). A job id that exists with the same spec is resumed."""
+    written). A job id that exists with the same spec is resumed (with another: ``JobConflict``). ``team``: who
+    submits it over HTTP (``jobs.server``), kept in the manifest. ``retried``: this call repeats one that may have
+    worked (an HTTP ``Idempotency-Key``): a job it finds with every chunk enqueued is left as it is."""
     say = on_progress or (lambda _: None)
     job_id = check_job_id(job_id or f"{spec.name}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}")
     exists = on_job or (lambda _: None)
@@ -152,6 +160,8 @@ def submit(
     existing = _existing(storage, job_id, spec)
     if existing is not None:
         exists(job_id)
+        if retried and storage.exists(existing.key("_ENQUEUED")):
+            return job_id
         say(f"job {job_id} exists with this spec: enqueueing the chunks it still lacks")
         return _enqueue_missing(existing, storage, spec.output, job_id, enqueue)
     if enqueue:
@@ -168,7 +178,7 @@ def submit(
     sizes = [len(c) for c in chunks] * len(spec.targets)  # chunk c: input c mod N into target c div N
     sha256 = hashlib.sha256(glossary).hexdigest() if glossary is not None else None
     job = Job(job_id, spec, artifact_ids[spec.paths[0]], sizes, bad_rows=bad, artifact_ids=artifact_ids,
-              glossary_sha256=sha256)  # fmt: skip
+              glossary_sha256=sha256, team=team)  # fmt: skip
     _guard_storage(job_id, lambda: _write_inputs(storage, job_id, chunks, say))  # a manifest always has its chunks
     if glossary is not None:
         _guard_storage(job_id, lambda: storage.put(glossary_key(job), glossary))
@@ -284,7 +294,7 @@ def _existing(storage: Storage, job_id: str, spec: JobSpec) -> Job | None:
     except FileNotFoundError:
         return None
     if job.spec != spec:
-        raise SpecError(f"job {job_id} exists under {storage.uri} with another spec: choose another --job-id")
+        raise JobConflict(f"job {job_id} exists under {storage.uri} with another spec: choose another --job-id")
     return job
 
 

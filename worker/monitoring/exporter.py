@@ -119,12 +119,11 @@ class QueueCollector:
             delivered.add_metric([queue], running[queue])
             total.add_metric([queue], totals[queue])
         yield from (depth, delivered, total)
-        beats = _heartbeats()
-        yield GaugeMetricFamily("fanyi_workers_up", "Workers whose watchdog beats", value=len(beats))
+        up, unhealthy = fleet()
+        yield GaugeMetricFamily("fanyi_workers_up", "Workers whose watchdog beats", value=up)
         yield GaugeMetricFamily(
-            "fanyi_workers_unhealthy", "Workers that stopped taking chunks after an environment fault",
-            value=sum(not _healthy(beat) for beat in beats),
-        )  # fmt: skip
+            "fanyi_workers_unhealthy", "Workers that stopped taking chunks after an environment fault", value=unhealthy
+        )
 
     def _jobs(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
@@ -195,6 +194,12 @@ class QueueCollector:
             self.known.pop(job, None)
             return {}
         return {k.decode(): v.decode() for k, v in cache().hgetall(JOB_PROGRESS_KEY.format(job=job)).items()}
+
+
+def fleet() -> tuple[int, int]:
+    """Workers whose watchdog beats, and how many of them stopped taking chunks after an environment fault."""
+    beats = _heartbeats()
+    return len(beats), sum(not _healthy(beat) for beat in beats)
 
 
 def _heartbeats() -> list[bytes]:

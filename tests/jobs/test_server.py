@@ -1,0 +1,187 @@
+"""The jobs API over HTTP (``python -m jobs serve``), as a real server process on moto's S3 and a real Redis, with
+a real worker: submit by upload and by URI, idempotent retries, status, results, cancel, resume, queues; who may
+do what (401, 403, a team that cannot see another's job); bodies past the limits refused with 413 before storage
+is touched; a bad spec refused before anything is enqueued; no token in the server's log."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contract.storage import open_storage
+from tests.jobs.conftest import corpus, queued
+from tests.services import ROOT, free_port, wait_for
+
+TOKENS = {"books": "books-token-0123456789abcdef", "news": "news-token-0123456789abcdef"}
+
+
+class Server:
+    """``python -m jobs serve`` in its own process, and requests to it."""
+
+    def __init__(self, tmp_path: Path, services: dict, *args: str):
+        self.port, self.log = free_port(), tmp_path / "server.log"
+        tokens = tmp_path / "tokens"
+        tokens.write_text("# team token\n" + "".join(f"{team} {token}\n" for team, token in TOKENS.items()))
+        command = [sys.executable, "-m", "jobs", "serve", "--port", str(self.port), "--tokens", str(tokens), *args]
+        env = {**os.environ, "PYTHONPATH": str(ROOT), **services["env"]}
+        with self.log.open("w") as log:
+            self.process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        wait_for(self._up, 30, "the jobs API server")
+
+    def _up(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(f"the server exited: {self.log.read_text()[-3000:]}")
+        try:
+            return self.call("GET", "/healthz", team=None)[0] == 200
+        except OSError:
+            return False
+
+    def call(
+        self, method: str, path: str, body: Any = None, *, team: str | None = "books", headers: dict | None = None
+    ) -> tuple[int, Any]:
+        data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data, method=method)
+        for name, value in {**({"Authorization": f"Bearer {TOKENS[team]}"} if team else {}), **(headers or {})}.items():
+            request.add_header(name, value)
+        if data is not None and not isinstance(body, bytes):
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=120) as answer:
+                raw = answer.read()
+                kind = answer.headers.get("Content-Type", "")
+                return answer.status, raw.decode() if "ndjson" in kind else json.loads(raw)
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read())
+
+    def stop(self) -> str:
+        self.process.terminate()
+        self.process.wait(timeout=20)
+        return self.log.read_text()
+
+
+@pytest.fixture
+def server(tmp_path, services, demo_artifact):
+    started: list[Server] = []
+
+    def start(*extra: str) -> Server:
+        args = ["--output", f"s3://{services['bucket']}/teams", "--artifacts", str(Path(demo_artifact).parent),
+                "--inputs", str(tmp_path / "corpora"), *extra]  # fmt: skip
+        started.append(Server(tmp_path, services, *args))
+        return started[-1]
+
+    yield start
+    for s in started:
+        if s.process.poll() is None:
+            s.stop()
+
+
+def spec(demo_artifact: Path, inputs: list[str], **extra: Any) -> dict:
+    return {"spec": {"name": "web", "inputs": inputs, "artifact": str(demo_artifact), "chunk_documents": 10, **extra}}
+
+
+def until(server: Server, job_id: str, states: set[str], team: str = "books") -> dict:
+    found: dict = {}
+
+    def reached() -> bool:
+        nonlocal found
+        code, found = server.call("GET", f"/v1/jobs/{job_id}", team=team)
+        return code == 200 and found["state"] in states
+
+    wait_for(reached, 240, f"job {job_id} to reach {states}")
+    return found
+
+
+def test_an_uploaded_corpus_is_translated_and_read_back_over_http(tmp_path, services, server, demo_artifact, workers):
+    api = server()
+    documents = corpus(tmp_path / "in.jsonl", 25).read_bytes()
+    code, uploaded = api.call("POST", "/v1/uploads?format=jsonl", documents)
+    assert code == 201 and uploaded["bytes"] == len(documents)
+    assert uploaded["uri"].startswith(f"s3://{services['bucket']}/teams/books/_uploads/")
+    body = spec(demo_artifact, [uploaded["uri"]])
+    code, first = api.call("POST", "/v1/jobs", body, headers={"Idempotency-Key": "nightly-2026-12-07"})
+    assert code == 201, first
+    assert first["status"]["team"] == "books" and first["status"]["documents"] == 25
+    code, again = api.call("POST", "/v1/jobs", body, headers={"Idempotency-Key": "nightly-2026-12-07"})
+    assert (code, again["id"]) == (201, first["id"])  # a retried submit: the same job, its chunks enqueued once
+    assert queued(services["redis"]) == 3
+    job_id = first["id"]
+    workers()
+    status = until(api, job_id, {"succeeded"})
+    assert (status["done"], status["documents"], status["name"]) == (25, 25, "web")
+    code, results = api.call("GET", f"/v1/jobs/{job_id}/results")
+    assert code == 200 and len(results["parts"]) == 3
+    assert all(p.startswith(f"s3://{services['bucket']}/teams/books/{job_id}/parts/") for p in results["parts"])
+    code, text = api.call("GET", f"/v1/jobs/{job_id}/results?format=jsonl")
+    rows = [json.loads(line) for line in text.splitlines()]
+    assert code == 200 and sorted(r["id"] for r in rows) == [f"doc-{n:05d}" for n in range(25)]
+    assert all(r["status"] == "ok" and r["translation"] for r in rows)
+    code, page = api.call("GET", "/v1/jobs?state=succeeded")
+    assert code == 200 and [j["id"] for j in page["jobs"]] == [job_id]
+    code, queues = api.call("GET", "/v1/queues")
+    assert code == 200 and queues["queues"]["translate.cpu"]["backlog"] == 0 and queues["workers"]["up"] >= 1
+    log = api.stop()
+    assert "POST /v1/jobs" in log and not any(token in log for token in TOKENS.values())
+
+
+def test_a_team_sees_and_steers_only_its_own_jobs(tmp_path, services, server, demo_artifact, workers):
+    api = server()
+    (tmp_path / "corpora").mkdir()
+    source = corpus(tmp_path / "corpora" / "in.jsonl", 30)
+    code, submitted = api.call("POST", "/v1/jobs", spec(demo_artifact, [str(source)]))
+    assert code == 201, submitted
+    job_id = submitted["id"]
+    assert api.call("GET", f"/v1/jobs/{job_id}", team=None)[0] == 401
+    bad = dict(TOKENS, books="not-a-token-anyone-was-given")
+    request = urllib.request.Request(f"http://127.0.0.1:{api.port}/v1/jobs", headers={"Authorization": f"Bearer {bad}"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 401 and json.loads(refused.value.read())["code"] == "unauthorized"
+    for method, path in [("GET", f"/v1/jobs/{job_id}"), ("POST", f"/v1/jobs/{job_id}:cancel"),
+                         ("POST", f"/v1/jobs/{job_id}:resume"), ("GET", f"/v1/jobs/{job_id}/results")]:  # fmt: skip
+        code, answer = api.call(method, path, team="news")
+        assert (code, answer["code"]) == (403, "forbidden"), (method, path, answer)
+    assert api.call("GET", "/v1/jobs", team="news") == (200, {"jobs": [], "next_page_token": None})
+    assert api.call("GET", "/v1/jobs/no-such-job")[0] == 404
+    code, cancelled = api.call("POST", f"/v1/jobs/{job_id}:cancel")
+    assert code == 200 and cancelled["state"] in {"cancelling", "cancelled"}
+    workers()
+    assert until(api, job_id, {"cancelled"})["done"] == 0
+    code, resumed = api.call("POST", f"/v1/jobs/{job_id}:resume")
+    assert (code, resumed["enqueued"]) == (200, 3)
+    assert until(api, job_id, {"succeeded"})["done"] == 30
+
+
+def test_what_a_spec_may_not_do_is_refused_before_anything_is_written(tmp_path, services, server, demo_artifact):
+    api = server("--max-upload-mb", "0.01")
+    (tmp_path / "corpora").mkdir()
+    source = str(corpus(tmp_path / "corpora" / "in.jsonl", 3))
+    outside = str(corpus(tmp_path / "elsewhere.jsonl", 3))
+    cases = [
+        (spec(demo_artifact, [outside]), 403, "outside what this server reads for you"),
+        (spec(demo_artifact, [source], output="s3://someone-else/out"), 403, "output is set by the server"),
+        (spec(Path("/opt/my-own-model"), [source]), 403, "is not one this server offers"),
+        (spec(demo_artifact, ["/etc/../etc/passwd"]), 403, "outside what this server reads for you"),
+        (spec(demo_artifact, [source], chunk_documents=0), 400, "chunk_documents"),
+        (spec(demo_artifact, [source], memory_prefix="s3://elsewhere/m"), 403, "memory_prefix must be under"),
+        ({"not": "a spec"}, 400, "spec"),
+    ]
+    for body, status, message in cases:
+        code, answer = api.call("POST", "/v1/jobs", body)
+        assert code == status and message in answer["message"], (body, answer)
+        assert set(answer) == {"code", "message"}
+    code, answer = api.call(
+        "POST", "/v1/jobs", b"{" + b" " * 1_100_000 + b"}", headers={"Content-Type": "application/json"}
+    )
+    assert (code, answer["code"]) == (413, "too_large")
+    code, answer = api.call("POST", "/v1/uploads", b"x" * 20_000)
+    assert (code, answer["code"]) == (413, "too_large")
+    assert open_storage(f"s3://{services['bucket']}").list("") == []
+    assert queued(services["redis"]) == 0
