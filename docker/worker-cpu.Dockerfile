@@ -1,6 +1,7 @@
 # CPU images: onnxruntime (INT8 artifacts), no torch. Build from the repository root:
 #   docker build -f docker/worker-cpu.Dockerfile -t fanyi-worker-cpu .                    the worker: worker/ + contract/
-#   docker build -f docker/worker-cpu.Dockerfile --target producer -t fanyi-producer .   + jobs/: submit, status, beat
+#   docker build -f docker/worker-cpu.Dockerfile --target producer -t fanyi-producer .   + jobs/: submit, status, beat,
+#                                                                                          the jobs API (jobs serve)
 # The worker never imports jobs/ (the producer side), so its image does not carry it.
 FROM python:3.11.11-slim-bookworm AS build
 WORKDIR /src
@@ -14,6 +15,9 @@ COPY contract contract
 RUN pip install --no-cache-dir --prefix=/install --no-deps .
 
 FROM build AS build-producer
+# The jobs API server's own dependencies (pyproject's `server` extra: `python -m jobs serve`), before its sources.
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print(*p['optional-dependencies']['server'], sep=chr(10))" > requirements.txt \
+ && pip install --no-cache-dir --prefix=/install -r requirements.txt
 COPY jobs jobs
 RUN pip install --no-cache-dir --prefix=/install --no-deps .
 

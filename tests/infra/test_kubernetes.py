@@ -555,8 +555,11 @@ def test_dev_runs_on_its_own_without_gpu_objects() -> None:
     text = json.dumps([o for o in rendered("dev") if o["kind"] != "ConfigMap"])  # not the dashboard's queries
     assert "nvidia.com/gpu" not in text and "fanyi-worker-gpu" not in text and "translate.gpu" not in text
     deployments = by_kind("dev", "Deployment")
-    [secret] = by_kind("dev", "Secret").values()
-    data = secret_data(secret)
+    secrets = {name.rsplit("-", 1)[0]: s for name, s in by_kind("dev", "Secret").items()}  # generated: name-hash
+    assert set(secrets) == {"fanyi-secrets", "fanyi-api-tokens"}
+    data = secret_data(secrets["fanyi-secrets"])
+    team, token = secret_data(secrets["fanyi-api-tokens"])["tokens"].split()  # what jobs.server.load_tokens reads
+    assert team == "dev" and len(token) >= 16
     assert data["FANYI_BROKER_URL"] == "redis://redis:6379/0"
     assert service_address("dev", data["FANYI_BROKER_URL"]) == ("redis", 6379)
     assert data["AWS_ACCESS_KEY_ID"] and data["AWS_SECRET_ACCESS_KEY"]
