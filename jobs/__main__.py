@@ -73,6 +73,10 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--artifacts", action="append", default=[], metavar="FOLDER",
                        help="a folder whose artifacts specs may name (repeat it)")  # fmt: skip
     serve.add_argument("--max-upload-mb", type=float, default=1024, help="largest upload taken (default 1024)")
+    serve.add_argument("--webhooks-to", action="append", default=[], metavar="PREFIX",
+                       help="a URL prefix a job's notify.url may start with (repeat it)")  # fmt: skip
+    serve.add_argument("--webhook-give-up-hours", type=float, default=24,
+                       help="hours of failed deliveries before a job's webhook is given up (default 24)")  # fmt: skip
     listing = sub.add_parser("list", help="jobs under an output prefix")
     listing.add_argument("--output", help="output prefix, e.g. s3://results/translations (default: FANYI_OUTPUT)")
     return p

@@ -9,7 +9,8 @@ steers those only (another team's job is 403, no token 401), and its specs may r
 them (``--inputs`` prefixes, ``--artifacts`` folders, the team's own uploads): a spec is a request from outside,
 so it may not name a file of the server's. One validation for the CLI and HTTP: ``jobs.api.submit``.
 
-    POST /v1/jobs                  {"spec": {...}} (Idempotency-Key: a retried submit returns the same job)
+    POST /v1/jobs                  {"spec": {...}, "notify": {"url", "secret"}} (Idempotency-Key: a retried submit
+                                   returns the same job; notify: a signed POST when it ends, jobs/webhooks.py)
     POST /v1/uploads               a JSONL or Parquet body, streamed to the team's storage: {"uri": ...} for inputs
     GET  /v1/jobs                  the team's jobs (?state=, ?name=, ?page_size=, ?page_token=)
     GET  /v1/jobs/{id}             what ``jobs status --json`` prints
@@ -35,8 +36,8 @@ import re
 import secrets
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from starlette.exceptions import HTTPException
 from contract.job import MANIFEST, check_job_id, list_jobs, part_key, read_job
 from contract.spec import JobSpec, SpecError
 from contract.storage import StorageError, open_storage
+from jobs import webhooks
 
 MAX_BODY_BYTES = 1_000_000  # a request that is not an upload: a spec is a page of settings
 ROWS_LIMIT = 10_000  # documents of a job whose rows /results streams; larger jobs: read the parts
@@ -108,6 +110,8 @@ class Settings:
     inputs: tuple[str, ...] = ()  # prefixes a spec's inputs and glossary may read, besides the team's own
     artifacts: tuple[str, ...] = ()  # folders a spec's artifacts may come from
     max_upload_bytes: int = 1 << 30
+    webhooks_to: tuple[str, ...] = ()  # URL prefixes a job's notify may name (none: webhooks refused)
+    webhook_give_up: float = 24 * 3600.0  # seconds of failed deliveries before an event is given up
 
     def team_output(self, team: str) -> str:
         return f"{self.output.rstrip('/')}/{team}"
@@ -116,9 +120,15 @@ class Settings:
 # -- request and response bodies (the OpenAPI document) ------------------------------------------
 
 
+class Notify(BaseModel):
+    url: str = Field(description="where the final status is POSTed when the job ends (jobs/webhooks.py)")
+    secret: str = Field(min_length=16, description="the HMAC-SHA256 key of the Fanyi-Signature header")
+
+
 class SubmitBody(BaseModel):
     spec: dict[str, Any] = Field(description="a job spec as `jobs submit` reads it (contract/spec.py); `output` "
-                                 "may be left out: the team's")  # fmt: skip
+                                 "may be left out: the team's; `notify` may be given here too")  # fmt: skip
+    notify: Notify | None = None
 
 
 class Submitted(BaseModel):
@@ -164,10 +174,19 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def create_app(settings: Settings) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        outputs = lambda: [settings.team_output(team) for team in sorted(set(settings.teams.values()))]
+        deliverer = webhooks.Deliverer(outputs, _status, give_up=settings.webhook_give_up)
+        deliverer.start()
+        yield
+        deliverer.stop()
+
     app = FastAPI(
         title="Fanyi jobs API",
         version="1",
         description="Bulk translation jobs: submit, watch, cancel, resume, read results (python -m jobs serve).",
+        lifespan=lifespan,
     )
     submits = threading.Lock()  # one submit of an idempotency key at a time in this process
 
@@ -215,12 +234,21 @@ def create_app(settings: Settings) -> FastAPI:
     ) -> Submitted:
         from jobs import api
 
+        raw = dict(body.spec)
         with _calls():
-            spec = _checked_spec(body.spec, team, settings)
+            notify = body.notify or (Notify.model_validate(raw.pop("notify")) if "notify" in raw else None)
+        if notify is not None and not any(notify.url.startswith(prefix) for prefix in settings.webhooks_to):
+            allowed = ", ".join(settings.webhooks_to) or "none: the server was started without --webhooks-to"
+            raise Refused(403, "forbidden", f"notify.url {notify.url} is not a URL this server calls ({allowed})")
+        output = settings.team_output(team)
+        with _calls():
+            spec = _checked_spec(raw, team, settings)
             job_id = _idempotent_id(spec.name, team, idempotency_key) if idempotency_key else None
         with _calls(), submits if job_id else nullcontext():
             job_id = api.submit(spec, job_id=job_id, team=team, retried=job_id is not None)
-            return Submitted(id=job_id, status=_status(job_id, settings.team_output(team)))
+            if notify is not None:
+                webhooks.watch(open_storage(output), job_id, output, notify.url, notify.secret)
+            return Submitted(id=job_id, status=_status(job_id, output))
 
     @app.post("/v1/uploads", status_code=201, response_model=Uploaded, responses=ERRORS, tags=["jobs"])
     async def upload(
@@ -284,6 +312,7 @@ def create_app(settings: Settings) -> FastAPI:
 
         with _calls():
             output = _owned(job_id, team, settings)
+            webhooks.rearm(open_storage(output), job_id, output)
             return Resumed(id=job_id, enqueued=api.resume(job_id, output, retry_failed=retry_failed))
 
     @app.get("/v1/jobs/{job_id}/results", responses=ERRORS, tags=["jobs"])
@@ -332,12 +361,12 @@ def _checked_spec(raw: dict[str, Any], team: str, settings: Settings) -> JobSpec
     if raw.get("output") not in (None, output):
         raise Refused(403, "forbidden", f"output is set by the server: leave it out (your jobs go under {output})")
     readable = (*settings.inputs, output)
-    inputs = raw.get("inputs") if isinstance(raw.get("inputs"), list) else []
+    inputs: list[Any] = raw["inputs"] if isinstance(raw.get("inputs"), list) else []
     for what, uri in [*(("input", i) for i in inputs), ("glossary", raw.get("glossary"))]:
         if isinstance(uri, str) and not _within(uri, readable):
             raise Refused(403, "forbidden", f"{what} {uri} is outside what this server reads for you: use a URI "
                           f"under {', '.join(readable)}, or upload the file (POST /v1/uploads)")  # fmt: skip
-    named = raw.get("artifacts") if isinstance(raw.get("artifacts"), dict) else {}
+    named: dict[str, Any] = raw["artifacts"] if isinstance(raw.get("artifacts"), dict) else {}
     for path in [raw.get("artifact"), *named.values()]:
         if isinstance(path, str) and not _within(path, settings.artifacts):
             offered = ", ".join(settings.artifacts) or "none: the server was started without --artifacts"
@@ -468,6 +497,8 @@ def settings_from(args: Any) -> Settings:
         inputs=tuple(map(local, args.inputs)),
         artifacts=tuple(map(local, args.artifacts)),
         max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
+        webhooks_to=tuple(args.webhooks_to),
+        webhook_give_up=args.webhook_give_up_hours * 3600.0,
     )
 
 

@@ -5,18 +5,25 @@ is touched; a bad spec refused before anything is enqueued; no token in the serv
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import subprocess
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from contract.job import MANIFEST
 from contract.storage import open_storage
+from jobs.webhooks import WATCH_KEY
 from tests.jobs.conftest import corpus, queued
 from tests.services import ROOT, free_port, wait_for
 
@@ -66,6 +73,33 @@ class Server:
         self.process.wait(timeout=20)
         return self.log.read_text()
 
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=20)
+
+
+class Listener:
+    """A webhook receiver on 127.0.0.1: every delivery's headers and body; the first ``failures`` get a 500."""
+
+    def __init__(self, failures: int = 0):
+        self.deliveries: list[tuple[dict[str, str], bytes]] = []
+        received, failing = self.deliveries, [failures]
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                received.append((dict(self.headers), self.rfile.read(int(self.headers["Content-Length"]))))
+                code = 500 if failing[0] > 0 else 204
+                failing[0] -= 1
+                self.send_response(code)
+                self.end_headers()
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/hooks/fanyi"
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
 
 @pytest.fixture
 def server(tmp_path, services, demo_artifact):
@@ -81,6 +115,13 @@ def server(tmp_path, services, demo_artifact):
     for s in started:
         if s.process.poll() is None:
             s.stop()
+
+
+@pytest.fixture
+def listener():
+    found = Listener(failures=1)
+    yield found
+    found.http.shutdown()
 
 
 def spec(demo_artifact: Path, inputs: list[str], **extra: Any) -> dict:
@@ -171,6 +212,12 @@ def test_what_a_spec_may_not_do_is_refused_before_anything_is_written(tmp_path, 
         (spec(demo_artifact, ["/etc/../etc/passwd"]), 403, "outside what this server reads for you"),
         (spec(demo_artifact, [source], chunk_documents=0), 400, "chunk_documents"),
         (spec(demo_artifact, [source], memory_prefix="s3://elsewhere/m"), 403, "memory_prefix must be under"),
+        (
+            spec(demo_artifact, [source], notify={"url": "http://169.254.169.254/", "secret": "s" * 16}),
+            403,
+            "is not a URL this server calls",
+        ),  # fmt: skip
+        (spec(demo_artifact, [source], notify={"url": "http://x/"}), 400, "secret"),
         ({"not": "a spec"}, 400, "spec"),
     ]
     for body, status, message in cases:
@@ -185,3 +232,41 @@ def test_what_a_spec_may_not_do_is_refused_before_anything_is_written(tmp_path, 
     assert (code, answer["code"]) == (413, "too_large")
     assert open_storage(f"s3://{services['bucket']}").list("") == []
     assert queued(services["redis"]) == 0
+
+
+def test_a_webhook_is_delivered_signed_once_the_job_ends_even_after_the_server_was_killed(
+    tmp_path, services, server, demo_artifact, workers, listener
+):
+    """The server that took the job is killed before it ends, and Redis forgets the job was watched: a new server
+    finds it in storage, and delivers the final status, retried after a 500, with the same event id and body."""
+    import redis
+
+    secret = "whsec-" + "9f" * 12
+    (tmp_path / "corpora").mkdir()
+    source = corpus(tmp_path / "corpora" / "in.jsonl", 12)
+    first = server("--webhooks-to", listener.url.rsplit("/", 2)[0] + "/")
+    body = spec(demo_artifact, [str(source)], notify={"url": listener.url, "secret": secret})
+    code, submitted = first.call("POST", "/v1/jobs", body)
+    assert code == 201, submitted
+    job_id = submitted["id"]
+    first.kill()
+    redis.Redis.from_url(services["redis"]).delete(WATCH_KEY)  # what was pending, only storage knows now
+    second = server("--webhooks-to", listener.url.rsplit("/", 2)[0] + "/")
+    workers()
+    wait_for(lambda: len(listener.deliveries) >= 2, 240, "the webhook, delivered again after a 500")
+    time.sleep(3)  # a delivery taken (204) is not sent again
+    assert len(listener.deliveries) == 2
+    (headers, sent), (again, resent) = listener.deliveries
+    assert headers["Fanyi-Event-Id"] == again["Fanyi-Event-Id"] and sent == resent
+    for header, raw in listener.deliveries:
+        fields = dict(part.split("=", 1) for part in header["Fanyi-Signature"].split(","))
+        expected = hmac.new(secret.encode(), f"{fields['t']}.".encode() + raw, hashlib.sha256).hexdigest()
+        assert hmac.compare_digest(fields["v1"], expected) and abs(int(fields["t"]) - time.time()) < 300
+    event = json.loads(sent)
+    assert event["type"] == "job.ended" and event["id"] == headers["Fanyi-Event-Id"]
+    assert (event["job"]["id"], event["job"]["state"], event["job"]["done"]) == (job_id, "succeeded", 12)
+    storage = open_storage(f"s3://{services['bucket']}/teams/books")
+    assert storage.exists(f"{job_id}/_NOTIFIED")
+    manifest = storage.read(f"{job_id}/{MANIFEST}").decode()
+    assert secret not in manifest and secret not in json.dumps(second.call("GET", f"/v1/jobs/{job_id}")[1])
+    assert secret not in second.stop()
