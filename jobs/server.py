@@ -18,6 +18,7 @@ so it may not name a file of the server's. One validation for the CLI and HTTP: 
     GET  /v1/jobs/{id}/results     the result parts' URIs, or ?format=jsonl: the rows (jobs up to 10,000 documents)
     GET  /v1/queues                depth per queue and priority, backlog, workers up and unhealthy
     GET  /healthz                  the process answers (and whether Redis does); /docs and /openapi.json
+    GET  /                         the status page: log in with the token, jobs with their bars, queues, cancel
 
 Every error is JSON, ``{"code": ..., "message": ...}``, the message saying what to do; no traceback and no token
 reaches a response or a log line (the access log has method, path and status).
@@ -45,7 +46,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
@@ -56,6 +57,7 @@ from jobs import webhooks
 
 MAX_BODY_BYTES = 1_000_000  # a request that is not an upload: a spec is a page of settings
 ROWS_LIMIT = 10_000  # documents of a job whose rows /results streams; larger jobs: read the parts
+STATUS_PAGE = Path(__file__).with_name("status.html")  # GET /: the status page (no build step)
 TEAM = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 MIN_TOKEN = 16
 
@@ -221,6 +223,10 @@ def create_app(settings: Settings) -> FastAPI:
         if team is None:
             raise Refused(401, "unauthorized", "send `Authorization: Bearer TOKEN` with a token of your team")
         return team
+
+    @app.get("/", include_in_schema=False)
+    def page() -> HTMLResponse:
+        return HTMLResponse(STATUS_PAGE.read_text(encoding="utf-8"))
 
     @app.get("/healthz", tags=["server"])
     def healthz() -> dict[str, Any]:

@@ -127,3 +127,33 @@ def queued(url: str) -> int:
     """Messages waiting in translate.cpu, over all its priority lists."""
     client = redis.Redis.from_url(url)
     return sum(client.llen(name) for name in priority_lists("translate.cpu"))
+
+
+@pytest.fixture
+def server(tmp_path, services, demo_artifact):
+    """Start ``python -m jobs serve`` processes on the test's bucket (teams under ``teams/``), the demo artifact's
+    folder offered, inputs read from ``tmp_path/corpora``; each is stopped at the test's end."""
+    from tests.jobs.http import Server
+
+    started: list[Server] = []
+
+    def start(*extra: str) -> Server:
+        args = ["--output", f"s3://{services['bucket']}/teams", "--artifacts", str(Path(demo_artifact).parent),
+                "--inputs", str(tmp_path / "corpora"), *extra]  # fmt: skip
+        started.append(Server(tmp_path, services, *args))
+        return started[-1]
+
+    yield start
+    for s in started:
+        if s.process.poll() is None:
+            s.stop()
+
+
+@pytest.fixture
+def listener():
+    """A webhook receiver whose first delivery gets a 500."""
+    from tests.jobs.http import Listener
+
+    found = Listener(failures=1)
+    yield found
+    found.http.shutdown()
