@@ -18,8 +18,8 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
-import shutil
 import re
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass

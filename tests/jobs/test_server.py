@@ -154,3 +154,34 @@ def test_a_webhook_is_delivered_signed_once_the_job_ends_even_after_the_server_w
     manifest = storage.read(f"{job_id}/{MANIFEST}").decode()
     assert secret not in manifest and secret not in json.dumps(second.call("GET", f"/v1/jobs/{job_id}")[1])
     assert secret not in second.stop()
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The process's peak resident memory so far (VmHWM), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmHWM for process {pid}")
+
+
+def test_a_50_mb_upload_streams_through_the_server_and_the_api_is_a_valid_openapi_document(
+    tmp_path, services, server
+) -> None:
+    from openapi_spec_validator import validate
+
+    api = server()
+    code, document = api.call("GET", "/openapi.json", team=None)
+    assert code == 200
+    validate(document)  # what client generators read
+    paths = document["paths"]
+    assert {"/v1/jobs", "/v1/uploads", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}:cancel", "/v1/queues"} <= set(paths)
+    assert paths["/v1/jobs/{job_id}"]["get"]["responses"]["403"]["content"]["application/json"]
+    line = (json.dumps({"id": "doc", "text": "The meeting starts at 9 am. " * 20}) + "\n").encode()
+    body = line * (50 * 2**20 // len(line) + 1)
+    before = peak_rss_mib(api.process.pid)
+    code, uploaded = api.call("POST", "/v1/uploads?format=jsonl", body)
+    assert code == 201 and uploaded["bytes"] == len(body) >= 50 * 2**20
+    grown = peak_rss_mib(api.process.pid) - before
+    assert grown < 20, f"the server's peak memory grew by {grown:.0f} MiB for a {len(body) / 2**20:.0f} MiB upload"
+    stored = open_storage(uploaded["uri"].rsplit("/", 1)[0]).read(uploaded["uri"].rsplit("/", 1)[1])
+    assert hashlib.sha256(stored).digest() == hashlib.sha256(body).digest()
