@@ -141,6 +141,7 @@ def submit(
     on_progress: Callable[[str], None] | None = None,
     team: str | None = None,
     retried: bool = False,
+    admit: Callable[[int], None] | None = None,
 ) -> str:
     """Check everything, write the manifest and chunk inputs, enqueue one task per chunk; the job id.
 
@@ -149,7 +150,8 @@ def submit(
     failure left ``submitting``. ``on_progress`` hears what is going on (documents read, chunk inputs
     written). A job id that exists with the same spec is resumed (with another: ``JobConflict``). ``team``: who
     submits it over HTTP (``jobs.server``), kept in the manifest. ``retried``: this call repeats one that may have
-    worked (an HTTP ``Idempotency-Key``): a job it finds with every chunk enqueued is left as it is."""
+    worked (an HTTP ``Idempotency-Key``): a job it finds with every chunk enqueued is left as it is. ``admit`` hears
+    how many documents the inputs hold before anything is written; it refuses the job by raising."""
     say = on_progress or (lambda _: None)
     job_id = check_job_id(job_id or f"{spec.name}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}")
     exists = on_job or (lambda _: None)
@@ -167,6 +169,8 @@ def submit(
     if enqueue:
         _broker_reachable(job_id)
     documents, files = collect(spec, settings.MAX_DOCUMENT_CHARS)
+    if admit is not None:
+        admit(len(documents))
     tokens = tokenizer.count([d.text or "" for d in documents])
     bad = sum(d.error is not None for d in documents)
     say(
@@ -460,8 +464,8 @@ def _status(storage: Storage, job_id: str, output: str) -> JobStatus:
     summary = finalize(storage, job)  # a finalizer: the last task may have died before writing _SUCCESS
     done = done_chunks(storage, job)  # after: a part written meanwhile is counted with the state it makes
     state = job_state(storage, job, summary)
-    if state == "cancelled" and _chunks_running(output, job_id):
-        state = "cancelling"  # chunks under way still write their parts
+    if state == "cancelled" and _chunks_running(output, job_id, started_before=_cancelled_at(storage, job)):
+        state = "cancelling"  # chunks under way since before the cancel still write their parts
     counts = _counts(summary) if summary else _cached_counts(job_id)
     documents_done = sum(job.chunks[c] for c in done)
     if counts.errors is None and (not done or state in ("cancelled", "cancelling")):
@@ -488,10 +492,28 @@ def _stalled_for(job: Job, last: float, chunks_done: int) -> float | None:
     return idle if idle > max(STALL_AFTER, 3 * pace) else None
 
 
-def _chunks_running(output: str, job_id: str) -> bool:
-    no_cache: list[bytes] = []  # without it, nothing is known to be running
-    fields = _from_cache(lambda redis: redis.hkeys(cache.RUNNING_KEY), no_cache)
-    return any(f.decode().startswith(f"{output}|{job_id}|") for f in fields)
+def _chunks_running(output: str, job_id: str, started_before: float | None = None) -> bool:
+    """Whether a chunk of the job is under way (one that started before ``started_before``: a chunk delivered
+    after a cancel is only skipped, and must not make the job look as if it were still stopping)."""
+    no_cache: dict[bytes, bytes] = {}  # without it, nothing is known to be running
+    records = _from_cache(lambda redis: redis.hgetall(cache.RUNNING_KEY), no_cache)
+    mine = [raw for field, raw in records.items() if field.decode().startswith(f"{output}|{job_id}|")]
+    return any(started_before is None or _since(raw) < started_before for raw in mine)
+
+
+def _since(raw: bytes) -> float:
+    try:
+        return float(json.loads(raw)["since"])
+    except (ValueError, KeyError, TypeError):
+        return 0.0  # a record that cannot be read: as if it were old
+
+
+def _cancelled_at(storage: Storage, job: Job) -> float | None:
+    """When the job was cancelled, as ``cancel`` wrote it; None if that cannot be read."""
+    try:
+        return float(storage.read(job.key("_CANCELLED")).decode().split()[-1])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
 
 
 class Counts(NamedTuple):

@@ -4,7 +4,9 @@
         --inputs s3://corpora --artifacts /models
 
 Every route but ``/healthz`` wants ``Authorization: Bearer TOKEN``; the tokens file holds one ``team token`` pair
-a line (in Kubernetes, a Secret mounted as that file). A team's jobs live under ``<output>/<team>``: it sees and
+a line (in Kubernetes, a Secret mounted as that file), optionally with the team's limits after it:
+``max_queued_documents=N`` (a submit that would take its unfinished documents past N is 429) and
+``highest_priority=P`` (its specs may not ask for a more urgent priority than P). A team's jobs live under ``<output>/<team>``: it sees and
 steers those only (another team's job is 403, no token 401), and its specs may read only what the server lets
 them (``--inputs`` prefixes, ``--artifacts`` folders, the team's own uploads): a spec is a request from outside,
 so it may not name a file of the server's. One validation for the CLI and HTTP: ``jobs.api.submit``.
@@ -37,7 +39,7 @@ import re
 import secrets
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,29 +76,54 @@ class SetupError(Exception):
     """The server cannot start as configured (one line: what to fix)."""
 
 
-def load_tokens(path: str | Path) -> dict[str, str]:
-    """The tokens file: ``team token`` a line (``#`` comments) -> sha256 of each token -> its team."""
+@dataclass(frozen=True)
+class TeamLimits:
+    """What a team may ask for: set on its line of the tokens file (``max_queued_documents=N``,
+    ``highest_priority=P``); unset, no limit."""
+
+    max_queued_documents: int | None = None  # documents of its jobs not yet done, the new job's included
+    highest_priority: int | None = None  # the most urgent priority its specs may name (0 first .. 9 last)
+
+
+def load_tokens(path: str | Path) -> tuple[dict[str, str], dict[str, TeamLimits]]:
+    """The tokens file: ``team token [max_queued_documents=N] [highest_priority=P]`` a line (``#`` comments) ->
+    sha256 of each token -> its team, and each team's limits (a team on several lines: the limits of its first)."""
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as err:
         raise SetupError(f"cannot read the tokens file {path}: {err}") from None
     teams: dict[str, str] = {}
+    limits: dict[str, TeamLimits] = {}
     for number, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         fields = line.split()
-        if len(fields) != 2 or not TEAM.fullmatch(fields[0]) or len(fields[1]) < MIN_TOKEN:
+        team, token, options = (fields[0], fields[1], fields[2:]) if len(fields) > 1 else ("", "", [])
+        if not TEAM.fullmatch(team) or len(token) < MIN_TOKEN:
             raise SetupError(
                 f"{path}, line {number}: want `team token` (team: lowercase letters, digits, '-'; token: "
                 f"{MIN_TOKEN}+ characters, e.g. from `python -c 'import secrets; print(secrets.token_urlsafe())'`)"
             )
-        digest = _digest(fields[1])
+        digest = _digest(token)
         if digest in teams:
             raise SetupError(f"{path}, line {number}: this token is already given to a team: one token, one team")
-        teams[digest] = fields[0]
+        teams[digest] = team
+        limits.setdefault(team, _limits(options, f"{path}, line {number}"))
     if not teams:
         raise SetupError(f"{path} names no team: add a `team token` line")
-    return teams
+    return teams, limits
+
+
+def _limits(options: list[str], where: str) -> TeamLimits:
+    found: dict[str, int] = {}
+    for option in options:
+        name, _, value = option.partition("=")
+        if name not in ("max_queued_documents", "highest_priority") or not value.isdigit():
+            raise SetupError(f"{where}: {option!r}: after the token come max_queued_documents=N, highest_priority=P")
+        found[name] = int(value)
+    if found.get("highest_priority", 0) > 9:
+        raise SetupError(f"{where}: highest_priority is a priority, 0 (first) .. 9 (last)")
+    return TeamLimits(**found)
 
 
 def _digest(token: str) -> str:
@@ -108,6 +135,7 @@ class Settings:
     """What ``python -m jobs serve`` was told."""
 
     teams: dict[str, str]  # sha256 of a token -> team
+    limits: dict[str, TeamLimits]  # team -> what it may ask for
     output: str  # a team's jobs go under <output>/<team>
     inputs: tuple[str, ...] = ()  # prefixes a spec's inputs and glossary may read, besides the team's own
     artifacts: tuple[str, ...] = ()  # folders a spec's artifacts may come from
@@ -166,6 +194,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (403, "the job is another team's, or the spec names a file the server does not let it read"),
         (404, "no such job"),
         (409, "a job with this id exists with another spec"),
+        (429, "the team's cap of queued documents would be passed: wait until earlier jobs end"),
         (413, "the body is larger than the server takes"),
         (503, "storage or Redis did not answer: try again"),
     ]
@@ -247,11 +276,16 @@ def create_app(settings: Settings) -> FastAPI:
             allowed = ", ".join(settings.webhooks_to) or "none: the server was started without --webhooks-to"
             raise Refused(403, "forbidden", f"notify.url {notify.url} is not a URL this server calls ({allowed})")
         output = settings.team_output(team)
+        limits = settings.limits.get(team, TeamLimits())
         with _calls():
             spec = _checked_spec(raw, team, settings)
             job_id = _idempotent_id(spec.name, team, idempotency_key) if idempotency_key else None
+        if limits.highest_priority is not None and spec.priority < limits.highest_priority:
+            raise Refused(403, "forbidden", f"priority {spec.priority} is more urgent than your team may ask for: "
+                          f"use {limits.highest_priority} to 9 (0 runs first)")  # fmt: skip
+        admit = _admission(team, output, limits)
         with _calls(), submits if job_id else nullcontext():
-            job_id = api.submit(spec, job_id=job_id, team=team, retried=job_id is not None)
+            job_id = api.submit(spec, job_id=job_id, team=team, retried=job_id is not None, admit=admit)
             if notify is not None:
                 webhooks.watch(open_storage(output), job_id, output, notify.url, notify.secret)
             return Submitted(id=job_id, status=_status(job_id, output))
@@ -393,6 +427,26 @@ def _within(uri: str, roots: Sequence[str]) -> bool:
     return any(norm(uri) == norm(root) or norm(uri).startswith(norm(root) + "/") for root in roots)
 
 
+def _admission(team: str, output: str, limits: TeamLimits) -> Callable[[int], None] | None:
+    """What refuses a job whose documents would take the team past its cap of queued documents (429)."""
+    cap = limits.max_queued_documents
+    if cap is None:
+        return None
+
+    def admit(documents: int) -> None:
+        storage = open_storage(output)
+        queued = 0
+        for job_id in list_jobs(storage):
+            status = _status(job_id, output)
+            if status["state"] in ("submitting", "running"):
+                queued += status["documents"] - status["done"]
+        if queued + documents > cap:
+            raise Refused(429, "too_many_documents", f"your team has {queued:,} documents queued and may have "
+                          f"{cap:,}: this job's {documents:,} must wait until earlier jobs end")  # fmt: skip
+
+    return admit
+
+
 def _idempotent_id(name: str, team: str, key: str) -> str:
     digest = hashlib.sha256(b"\0".join(part.encode() for part in (team, key))).hexdigest()
     return check_job_id(f"{name}-{digest[:16]}")
@@ -497,8 +551,10 @@ def settings_from(args: Any) -> Settings:
     local = lambda uri: uri if uri.startswith("s3://") else os.path.abspath(uri.removeprefix("file://"))
     if args.max_upload_mb <= 0:
         raise SetupError(f"--max-upload-mb must be > 0, got {args.max_upload_mb}")
+    teams, limits = load_tokens(args.tokens)
     return Settings(
-        teams=load_tokens(args.tokens),
+        teams=teams,
+        limits=limits,
         output=local(output),
         inputs=tuple(map(local, args.inputs)),
         artifacts=tuple(map(local, args.artifacts)),

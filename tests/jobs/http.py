@@ -16,7 +16,12 @@ from typing import Any
 
 from tests.services import ROOT, free_port, wait_for
 
-TOKENS = {"books": "books-token-0123456789abcdef", "news": "news-token-0123456789abcdef"}
+TOKENS = {
+    "books": "books-token-0123456789abcdef",
+    "news": "news-token-0123456789abcdef",
+    "tight": "tight-token-0123456789abcdef",
+}
+LIMITS = {"tight": "max_queued_documents=40 highest_priority=3"}  # after the team's token in the tokens file
 
 
 class Server:
@@ -25,7 +30,9 @@ class Server:
     def __init__(self, tmp_path: Path, services: dict, *args: str):
         self.port, self.log = free_port(), tmp_path / "server.log"
         tokens = tmp_path / "tokens"
-        tokens.write_text("# team token\n" + "".join(f"{team} {token}\n" for team, token in TOKENS.items()))
+        tokens.write_text(
+            "# team token\n" + "".join(f"{team} {token} {LIMITS.get(team, '')}\n" for team, token in TOKENS.items())
+        )
         command = [sys.executable, "-m", "jobs", "serve", "--port", str(self.port), "--tokens", str(tokens), *args]
         env = {**os.environ, "PYTHONPATH": str(ROOT), **services["env"]}
         with self.log.open("w") as log:

@@ -18,7 +18,7 @@ import pytest
 from contract.job import MANIFEST
 from contract.storage import open_storage
 from jobs.webhooks import WATCH_KEY
-from tests.jobs.conftest import corpus, queued
+from tests.jobs.conftest import corpus, jobs_cli, queued
 from tests.jobs.http import TOKENS, until
 from tests.jobs.http import api_spec as spec
 from tests.services import wait_for
@@ -185,3 +185,40 @@ def test_a_50_mb_upload_streams_through_the_server_and_the_api_is_a_valid_openap
     assert grown < 20, f"the server's peak memory grew by {grown:.0f} MiB for a {len(body) / 2**20:.0f} MiB upload"
     stored = open_storage(uploaded["uri"].rsplit("/", 1)[0]).read(uploaded["uri"].rsplit("/", 1)[1])
     assert hashlib.sha256(stored).digest() == hashlib.sha256(body).digest()
+
+
+def test_a_teams_limits_cap_its_queued_documents_and_its_priority(tmp_path, services, server, demo_artifact) -> None:
+    """``tight`` (max_queued_documents=40 highest_priority=3 in the tokens file): a job of 30 documents is taken,
+    a second of 30 is 429 with nothing written or enqueued, and priority 1 is refused whatever the load."""
+    api = server()
+    (tmp_path / "corpora").mkdir()
+    source = str(corpus(tmp_path / "corpora" / "in.jsonl", 30))
+    code, answer = api.call("POST", "/v1/jobs", spec(demo_artifact, [source], priority=1), team="tight")
+    assert (code, answer["code"]) == (403, "forbidden") and "use 3 to 9" in answer["message"]
+    code, first = api.call("POST", "/v1/jobs", spec(demo_artifact, [source], priority=3), team="tight")
+    assert code == 201, first
+    code, answer = api.call("POST", "/v1/jobs", spec(demo_artifact, [source], priority=5), team="tight")
+    assert (code, answer["code"]) == (429, "too_many_documents")
+    assert "30 documents queued and may have 40" in answer["message"]
+    assert [j["id"] for j in api.call("GET", "/v1/jobs", team="tight")[1]["jobs"]] == [first["id"]]
+    assert queued(services["redis"]) == 3
+    assert api.call("POST", "/v1/jobs", spec(demo_artifact, [source], priority=1), team="books")[0] == 201
+
+
+@pytest.mark.parametrize(
+    ("tokens", "message"),
+    [
+        ("books\n", "line 1: want `team token`"),
+        ("Books books-token-0123456789abcdef\n", "line 1: want `team token`"),
+        ("books short\n", "16+ characters"),
+        ("a tok-0123456789abcdef\nb tok-0123456789abcdef\n", "line 2: this token is already given to a team"),
+        ("books books-token-0123456789abcdef priority=1\n", "after the token come max_queued_documents=N"),
+        ("books books-token-0123456789abcdef highest_priority=12\n", "0 (first) .. 9 (last)"),
+        ("# nobody\n", "names no team"),
+    ],
+)
+def test_a_tokens_file_the_server_cannot_use_stops_it_with_one_line(tmp_path, tokens: str, message: str) -> None:
+    (tmp_path / "tokens").write_text(tokens)
+    started = jobs_cli("serve", "--tokens", str(tmp_path / "tokens"), "--output", str(tmp_path / "out"), env={})
+    assert started.returncode == 1 and started.stderr.startswith("error: ") and message in started.stderr
+    assert "Traceback" not in started.stderr and "0123456789abcdef" not in started.stderr
