@@ -6,10 +6,11 @@
 Every route but ``/healthz`` wants ``Authorization: Bearer TOKEN``; the tokens file holds one ``team token`` pair
 a line (in Kubernetes, a Secret mounted as that file), optionally with the team's limits after it:
 ``max_queued_documents=N`` (a submit that would take its unfinished documents past N is 429) and
-``highest_priority=P`` (its specs may not ask for a more urgent priority than P). A team's jobs live under ``<output>/<team>``: it sees and
-steers those only (another team's job is 403, no token 401), and its specs may read only what the server lets
-them (``--inputs`` prefixes, ``--artifacts`` folders, the team's own uploads): a spec is a request from outside,
-so it may not name a file of the server's. One validation for the CLI and HTTP: ``jobs.api.submit``.
+``highest_priority=P`` (its specs may not ask for a more urgent priority than P). A team's jobs live under
+``<output>/<team>``: it sees and steers those only (another team's job is 403, no token 401), and its specs may read
+only what the server lets them (``--inputs`` prefixes, ``--artifacts`` folders, the team's own uploads): a spec is a
+request from outside, so it may not name a file of the server's. One validation for the CLI and HTTP:
+``jobs.api.submit``.
 
     POST /v1/jobs                  {"spec": {...}, "notify": {"url", "secret"}} (Idempotency-Key: a retried submit
                                    returns the same job; notify: a signed POST when it ends, jobs/webhooks.py)
