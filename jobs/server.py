@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
@@ -58,6 +59,7 @@ from contract.spec import JobSpec, SpecError
 from contract.storage import StorageError, open_storage
 from jobs import webhooks
 
+log = logging.getLogger("fanyi.api")
 MAX_BODY_BYTES = 1_000_000  # a request that is not an upload: a spec is a page of settings
 ROWS_LIMIT = 10_000  # documents of a job whose rows /results streams; larger jobs: read the parts
 STATUS_PAGE = Path(__file__).with_name("status.html")  # GET /: the status page (no build step)
@@ -220,7 +222,7 @@ def create_app(settings: Settings) -> FastAPI:
         description="Bulk translation jobs: submit, watch, cancel, resume, read results (python -m jobs serve).",
         lifespan=lifespan,
     )
-    submits = threading.Lock()  # one submit of an idempotency key at a time in this process
+    submits = threading.Lock()  # submits with an idempotency key, one at a time: two retries never both write the job
 
     @app.exception_handler(Refused)
     async def refused(_: Request, err: Refused) -> JSONResponse:
@@ -236,8 +238,10 @@ def create_app(settings: Settings) -> FastAPI:
         return JSONResponse({"code": "http", "message": str(err.detail)}, status_code=err.status_code)
 
     @app.exception_handler(Exception)
-    async def crashed(_: Request, err: Exception) -> JSONResponse:
-        return JSONResponse(_problem(err).__dict__, status_code=500)
+    async def crashed(request: Request, err: Exception) -> JSONResponse:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=err)  # the path: never a token
+        problem = _problem(err)
+        return JSONResponse({"code": problem.code, "message": problem.message}, status_code=500)
 
     @app.middleware("http")
     async def body_limit(request: Request, call_next: Any) -> Any:
