@@ -166,6 +166,16 @@ def clear_memory(output: str, job_id: str | None = None) -> dict[str, int]:
     return {name.removeprefix("fanyi:memory:"): n for name, n in zip(names, sizes) if n}
 
 
+def forget_job(output: str, job_id: str) -> int:
+    """Delete what Redis holds of a job (``jobs delete``): its progress counters and registry entry, its own
+    translation memory, its chunks' delivery records. How many keys."""
+    client = cache()
+    names = [JOB_PROGRESS_KEY.format(job=job_id), MEMORY_KEY.format(output=output.rstrip("/"), scope=job_id)]
+    chunks = CHUNK_KEY.format(job=job_id, chunk="*")  # a job id holds no glob character (``contract.job.JOB_ID``)
+    names += [n.decode() for n in client.scan_iter(match=chunks, count=1000)]
+    return int(client.delete(*names)) + int(client.hdel(JOBS_KEY, job_id))
+
+
 def best_effort(what: str, action: Callable[[], T], default: T, level: int = logging.WARNING) -> T:
     """``action()``: a call to Redis whose loss costs time, never an output (a cache, a record, a lease, a
     counter). When it fails: one log line saying ``what`` could not be done, and ``default``. A task's

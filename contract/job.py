@@ -218,7 +218,9 @@ def read_job(storage: Storage, job_id: str) -> Job:
 
 
 def list_jobs(storage: Storage) -> list[str]:
-    return [k.split("/")[0] for k in storage.list("") if k.count("/") == 1 and k.endswith(f"/{MANIFEST}")]
+    """The jobs under ``storage``: its folders that hold a manifest (a delimiter listing and one look per folder,
+    not a listing of every input and part of every job)."""
+    return [f for f in storage.folders() if JOB_ID.fullmatch(f) and storage.exists(f"{f}/{MANIFEST}")]
 
 
 def done_chunks(storage: Storage, job: Job) -> set[int]:

@@ -103,6 +103,10 @@ class Storage(Protocol):
         ...
 
     def exists(self, key: str) -> bool: ...
+    def folders(self) -> list[str]:
+        """The folders at the storage root, sorted: one delimiter listing, not every key under them."""
+        ...
+
     def list(self, prefix: str) -> list[str]:
         """Keys under ``prefix`` (relative to the storage root), sorted."""
         ...
@@ -194,6 +198,9 @@ class LocalStorage:
     def exists(self, key: str) -> bool:
         return self._path(key).exists()
 
+    def folders(self) -> list[str]:
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else []
+
     def list(self, prefix: str) -> list[str]:
         base = self.root / prefix if prefix else self.root
         if not base.exists():
@@ -279,6 +286,11 @@ class S3Storage:
             if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return False
             raise
+
+    def folders(self) -> list[str]:
+        root = f"{self.prefix.rstrip('/')}/" if self.prefix else ""
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=root, Delimiter="/")
+        return sorted(p["Prefix"][len(root) :].rstrip("/") for page in pages for p in page.get("CommonPrefixes", []))
 
     def list(self, prefix: str) -> list[str]:
         strip = len(self.prefix) + 1 if self.prefix else 0

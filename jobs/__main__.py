@@ -8,6 +8,7 @@
     python -m jobs resume JOB_ID                 enqueue exactly the chunks with no result part
     python -m jobs resume JOB_ID --retry-failed  ... and translate again the chunks that failed
     python -m jobs compact JOB_ID                merge an ended job's parts into files of about 64 MB
+    python -m jobs delete JOB_ID                 remove an ended job, its results, progress and memory
     python -m jobs memory clear --output PREFIX  forget the translation memories of the jobs under PREFIX
     python -m jobs schedules                     each schedule's last run, a night waiting for it, nights skipped
     python -m jobs demo                          the whole system on embedded defaults (see jobs/demo.py)
@@ -45,6 +46,7 @@ def parser() -> argparse.ArgumentParser:
         ("cancel", "stop a job: chunks not yet started are skipped"),
         ("resume", "enqueue the chunks that have no result part (after a crash, a cancel or a Redis loss)"),
         ("compact", "merge an ended job's parts into fewer, larger files (run it when nobody reads the job)"),
+        ("delete", "remove an ended job: its folder, progress and translation memory (results included!)"),
     ]:
         verb = sub.add_parser(name, help=text)
         verb.add_argument("job_id")
@@ -55,6 +57,8 @@ def parser() -> argparse.ArgumentParser:
             verb.add_argument("--timeout", type=float, help="give up after this many seconds (exit 3)")
         if name == "resume":
             verb.add_argument("--retry-failed", action="store_true", help="translate the failed chunks again too")
+        if name == "delete":
+            verb.add_argument("--force", action="store_true", help="a job still running too (it is cancelled first)")
         if name == "compact":
             verb.add_argument("--target-mb", type=float, default=64, help="size of each merged file (default 64)")
     sub.add_parser("demo", help="run the demo job on a throwaway Redis and worker (python -m jobs demo --help)")
@@ -102,8 +106,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"{s.id}  {api.progress_line(s)}")  # the line says the state
         return 0
     if args.command == "cancel":
-        api.cancel(args.job_id, args.output)
-        print(f"cancelled {args.job_id}: `python -m jobs resume {args.job_id}` starts it again")
+        dropped = api.cancel(args.job_id, args.output)
+        print(f"cancelled {args.job_id} ({dropped:,} queued chunk(s) taken out of the queue): "
+              f"`python -m jobs resume {args.job_id}` starts it again")  # fmt: skip
         return 0
     if args.command == "serve":
         from jobs.server import serve, settings_from
@@ -128,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
         for memory, entries in cleared.items():
             print(f"cleared {entries:,} entries of {memory}")
         print(f"{sum(cleared.values()):,} translation memory entries cleared under {api.output_prefix(args.output)}")
+        return 0
+    if args.command == "delete":
+        objects, keys = api.delete(args.job_id, args.output, force=args.force)
+        print(f"deleted job {args.job_id}: {objects:,} objects in storage, {keys:,} keys in Redis")
         return 0
     if args.command == "compact":
         say = lambda line: print(line, file=sys.stderr, flush=True)

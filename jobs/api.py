@@ -32,6 +32,7 @@ from tqdm import tqdm
 from contract import cache, settings
 from contract.glossary import Glossary, GlossaryError
 from contract.job import (
+    MANIFEST,
     STATUSES,
     TERMINAL,
     TRANSLATE_CHUNK,
@@ -612,12 +613,69 @@ def jobs(output: str | None = None) -> list[JobStatus]:
     return [status(job_id, output) for job_id in list_jobs(storage)]
 
 
-def cancel(job_id: str, output: str | None = None) -> None:
-    """Chunks not yet started are skipped by the workers; chunks under way finish and their parts stay."""
-    storage, _ = _storage(job_id, output)
+def cancel(job_id: str, output: str | None = None) -> int:
+    """Chunks under way finish and their parts stay; the job's messages still queued are taken out of the broker
+    (the backlog an autoscaler reads drops at once), and any a worker already holds are skipped. How many were
+    taken out (0 when the broker cannot be reached: the workers skip them instead)."""
+    storage, output = _storage(job_id, output)
     job = read_job(storage, job_id)
     storage.put(job.key("_CANCELLED"), f"cancelled at {time.time()}\n".encode())
     cache.record_ended(job_id)
+    return cache.best_effort("cannot take the cancelled job's messages out of the queue",
+                             lambda: _drop_queued(job, output), 0)  # fmt: skip
+
+
+# Takes out of each list (KEYS) the messages whose argsrepr starts with one of ARGV: one pass, order kept, atomic.
+_DROP = """
+local dropped = 0
+for _, name in ipairs(KEYS) do
+  local kept = {}
+  for _, raw in ipairs(redis.call('LRANGE', name, 0, -1)) do
+    local ok, message = pcall(cjson.decode, raw)
+    local args = ok and type(message) == 'table' and type(message.headers) == 'table' and message.headers.argsrepr
+    local ours = false
+    if type(args) == 'string' then
+      for _, prefix in ipairs(ARGV) do ours = ours or string.sub(args, 1, #prefix) == prefix end
+    end
+    if ours then dropped = dropped + 1 else kept[#kept + 1] = raw end
+  end
+  if #kept < redis.call('LLEN', name) then
+    redis.call('DEL', name)
+    for i = 1, #kept, 1000 do redis.call('RPUSH', name, unpack(kept, i, math.min(i + 999, #kept))) end
+  end
+end
+return dropped
+"""
+
+
+def _drop_queued(job: Job, output: str) -> int:
+    """Take the job's queued chunk messages out of its queue's priority lists; how many. A message names the
+    output its sender was given (the spec's at submit, maybe another spelling at a resume): both are matched."""
+    prefixes = {repr([prefix, job.id, 0])[: -len("0]")] for prefix in (output, job.spec.output)}  # "['out', 'id', "
+    lists = settings.priority_lists(job.queue)
+    return int(cache.broker().eval(_DROP, len(lists), *lists, *sorted(prefixes)))
+
+
+def delete(job_id: str, output: str | None = None, *, force: bool = False) -> tuple[int, int]:
+    """Remove a job that has ended: every object under its folder (its manifest last, so a delete cut short is
+    listed and done again), and what Redis holds of it (progress, registry, its own translation memory, chunk
+    records). With ``force``, a job still running too (its queued messages are taken out first). How many
+    objects and Redis keys."""
+    storage, output = _storage(job_id, output)
+    job = read_job(storage, job_id)
+    state = _status(storage, job_id, output).state
+    if state not in TERMINAL and not force:
+        raise SpecError(f"job {job_id} is {state}: cancel it first (python -m jobs cancel {job_id}), or delete "
+                        "it with --force")  # fmt: skip
+    if state not in TERMINAL:
+        cancel(job_id, output)
+    keys = storage.list(job.id)
+    manifest = job.key(MANIFEST)
+    for key in [k for k in keys if k != manifest] + [manifest]:
+        storage.delete(key)
+    forgotten = cache.best_effort(f"job {job_id}'s records in Redis stay (they expire with its metrics)",
+                                  lambda: cache.forget_job(output, job_id), 0)  # fmt: skip
+    return len(keys), forgotten
 
 
 def resume(job_id: str, output: str | None = None, *, retry_failed: bool = False) -> int:

@@ -18,6 +18,7 @@ request from outside, so it may not name a file of the server's. One validation 
     GET  /v1/jobs                  the team's jobs (?state=, ?name=, ?page_size=, ?page_token=)
     GET  /v1/jobs/{id}             what ``jobs status --json`` prints
     POST /v1/jobs/{id}:cancel      POST /v1/jobs/{id}:resume (?retry_failed=true)
+    DELETE /v1/jobs/{id}           an ended job, its results included (?force=true: a running one, cancelled first)
     GET  /v1/jobs/{id}/results     the result parts' URIs, or ?format=jsonl: the rows (jobs up to 10,000 documents)
     GET  /v1/queues                depth per queue and priority, backlog, workers up and unhealthy
     GET  /healthz                  the process answers (and whether Redis does); /docs and /openapi.json
@@ -359,6 +360,16 @@ def create_app(settings: Settings) -> FastAPI:
             output = _owned(job_id, team, settings)
             webhooks.rearm(open_storage(output), job_id, output)
             return Resumed(id=job_id, enqueued=api.resume(job_id, output, retry_failed=retry_failed))
+
+    @app.delete("/v1/jobs/{job_id}", responses=ERRORS, tags=["jobs"])
+    def delete(job_id: str, team: str = Depends(team_of), force: bool = False) -> dict[str, Any]:
+        from jobs import api
+
+        with _calls():
+            output = _owned(job_id, team, settings)
+            objects, _ = api.delete(job_id, output, force=force)
+            webhooks.forget(job_id)
+            return {"id": job_id, "deleted_objects": objects}
 
     @app.get("/v1/jobs/{job_id}/results", responses=ERRORS, tags=["jobs"])
     def results(job_id: str, team: str = Depends(team_of), format: str | None = Query(None, pattern="^jsonl$")) -> Any:

@@ -64,6 +64,11 @@ def rearm(storage: Any, job_id: str, output: str) -> None:
         cache().hset(WATCH_KEY, job_id, output)
 
 
+def forget(job_id: str) -> None:
+    """A deleted job is not watched any more."""
+    cache().hdel(WATCH_KEY, job_id)
+
+
 def signature(secret: str, timestamp: int, body: bytes) -> str:
     """The ``Fanyi-Signature`` header's value: what a receiver computes again to check a delivery."""
     digest = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()

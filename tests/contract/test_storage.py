@@ -99,3 +99,22 @@ def test_only_errors_that_may_clear_by_themselves_are_transient() -> None:
         FileNotFoundError("gone"), pa.ArrowInvalid("not parquet"), json.JSONDecodeError("bad", "x", 0),
         StorageError("bad key"),
     ]))  # fmt: skip
+
+
+def test_folders_are_the_roots_own_and_jobs_are_those_with_a_manifest(storage: Storage, tmp_path: Path) -> None:
+    from contract.job import list_jobs
+
+    assert storage.folders() == [] and list_jobs(storage) == []
+    for key in ("job-b/_job.json", "job-b/parts/part-00000.parquet", "job-a/_job.json", "_uploads/u.jsonl",
+                "half-written/_inputs/00000.parquet", "loose-file"):  # fmt: skip
+        storage.create(key, b"x")
+    assert storage.folders() == ["_uploads", "half-written", "job-a", "job-b"]  # not "some/other", not the parts
+    assert list_jobs(storage) == ["job-a", "job-b"]
+    storage.put_file("uploaded/big.jsonl", _file(tmp_path, b"0123456789" * 1000))  # an upload, streamed
+    assert storage.read("uploaded/big.jsonl") == b"0123456789" * 1000
+
+
+def _file(folder: Path, data: bytes) -> Path:
+    path = folder / "upload.bin"
+    path.write_bytes(data)
+    return path

@@ -17,6 +17,7 @@ from pathlib import Path
 import redis
 
 from contract.job import input_key, part_key
+from contract.settings import priority_lists
 from contract.storage import open_storage
 from tests.faulty_proxy import FaultyProxy
 from tests.jobs.conftest import assert_each_id_once, corpus, jobs_cli, metric, output_rows, queued, spec, submit, wait
@@ -203,6 +204,27 @@ def test_cancel_reports_what_was_really_written(tmp_path, services, demo_artifac
     assert f"{written:,} of 1,000 documents written" in result.stdout
 
 
+def test_cancel_takes_the_jobs_queued_messages_out_and_resume_puts_them_back(tmp_path, services, demo_artifact):
+    """No worker: every chunk message waits in the broker. Cancel takes the job's out (the backlog drops at once),
+    another job's stay; resume enqueues them again."""
+    from worker.monitoring.exporter import backlog
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    job_id = submit(tmp_path / "a", services, demo_artifact, 100, chunk_documents=10)
+    other = submit(tmp_path / "b", services, demo_artifact, 30, chunk_documents=10, priority=2)
+    assert queued(services["redis"]) == 13
+    cancelled = jobs_cli("cancel", job_id, "--output", services["output"], env=services["env"])
+    assert cancelled.returncode == 0 and "(10 queued chunk(s) taken out of the queue)" in cancelled.stdout
+    client = redis.Redis.from_url(services["redis"])
+    assert queued(services["redis"]) == 3 and backlog(client)["translate.cpu"] == 3
+    left = [json.loads(raw)["headers"]["argsrepr"] for name in priority_lists("translate.cpu")
+            for raw in client.lrange(name, 0, -1)]  # fmt: skip
+    assert len(left) == 3 and all(f"'{other}'" in args for args in left)
+    resumed = jobs_cli("resume", job_id, "--output", services["output"], env=services["env"])
+    assert "enqueued 10 chunk(s)" in resumed.stdout and queued(services["redis"]) == 13
+
+
 def test_relative_paths_in_a_spec_are_made_absolute(tmp_path, services, demo_artifact) -> None:
     (tmp_path / "specs").mkdir()
     corpus(tmp_path / "in.jsonl", 3)
@@ -330,3 +352,30 @@ def test_liveness_holds_through_a_dead_cache_and_fails_when_the_worker_hangs(tmp
     finally:
         os.killpg(worker.process.pid, signal.SIGCONT)
     wait_for(lambda: live(worker).returncode == 0, 120, "liveness to pass again")
+
+
+def test_delete_removes_an_ended_job_and_what_redis_holds_of_it_and_refuses_a_running_one(
+    tmp_path, services, demo_artifact, workers
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    done = submit(tmp_path / "a", services, demo_artifact, 30, chunk_documents=10)
+    running = submit(tmp_path / "b", services, demo_artifact, 20, chunk_documents=10)
+    refused = jobs_cli("delete", running, "--output", services["output"], env=services["env"])
+    assert refused.returncode == 1 and f"job {running} is running: cancel it first" in refused.stderr
+    jobs_cli("cancel", running, "--output", services["output"], env=services["env"])
+    workers()
+    wait(done, services)
+    client = redis.Redis.from_url(services["redis"])
+    assert client.exists(f"fanyi:progress:{done}") and client.hget("fanyi:jobs", done)
+    deleted = jobs_cli("delete", done, "--output", services["output"], env=services["env"])
+    assert deleted.returncode == 0 and f"deleted job {done}:" in deleted.stdout, deleted.stderr
+    storage = open_storage(services["output"])
+    assert storage.list(done) == [] and not client.exists(
+        f"fanyi:progress:{done}", f"fanyi:memory:{services['output']}|{done}"
+    )
+    assert client.hget("fanyi:jobs", done) is None and not list(client.scan_iter(match=f"fanyi:chunk:{done}:*"))
+    listed = jobs_cli("list", "--output", services["output"], env=services["env"])
+    assert done not in listed.stdout and running in listed.stdout
+    assert jobs_cli("delete", running, "--output", services["output"], env=services["env"]).returncode == 0
+    assert storage.folders() == []

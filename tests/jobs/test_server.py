@@ -70,7 +70,8 @@ def test_a_team_sees_and_steers_only_its_own_jobs(tmp_path, services, server, de
         urllib.request.urlopen(request, timeout=30)
     assert refused.value.code == 401 and json.loads(refused.value.read())["code"] == "unauthorized"
     for method, path in [("GET", f"/v1/jobs/{job_id}"), ("POST", f"/v1/jobs/{job_id}:cancel"),
-                         ("POST", f"/v1/jobs/{job_id}:resume"), ("GET", f"/v1/jobs/{job_id}/results")]:  # fmt: skip
+                         ("DELETE", f"/v1/jobs/{job_id}"), ("POST", f"/v1/jobs/{job_id}:resume"),
+                         ("GET", f"/v1/jobs/{job_id}/results")]:  # fmt: skip
         code, answer = api.call(method, path, team="news")
         assert (code, answer["code"]) == (403, "forbidden"), (method, path, answer)
     assert api.call("GET", "/v1/jobs", team="news") == (200, {"jobs": [], "next_page_token": None})
@@ -82,6 +83,10 @@ def test_a_team_sees_and_steers_only_its_own_jobs(tmp_path, services, server, de
     code, resumed = api.call("POST", f"/v1/jobs/{job_id}:resume")
     assert (code, resumed["enqueued"]) == (200, 3)
     assert until(api, job_id, {"succeeded"})["done"] == 30
+    assert api.call("DELETE", f"/v1/jobs/{job_id}", team="news")[0] == 403
+    code, deleted = api.call("DELETE", f"/v1/jobs/{job_id}")
+    assert code == 200 and deleted["deleted_objects"] > 3
+    assert api.call("GET", f"/v1/jobs/{job_id}")[0] == 404 and api.call("GET", "/v1/jobs")[1]["jobs"] == []
 
 
 def test_what_a_spec_may_not_do_is_refused_before_anything_is_written(tmp_path, services, server, demo_artifact):
