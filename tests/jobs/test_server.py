@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import json
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from contract.job import MANIFEST
@@ -192,7 +195,7 @@ def test_a_50_mb_upload_streams_through_the_server_and_the_api_is_a_valid_openap
     assert hashlib.sha256(stored).digest() == hashlib.sha256(body).digest()
 
 
-def test_a_teams_limits_cap_its_queued_documents_and_its_priority(tmp_path, services, server, demo_artifact) -> None:
+def test_a_teams_caps_hold_and_a_parquet_upload_is_read(tmp_path, services, server, demo_artifact) -> None:
     """``tight`` (max_queued_documents=40 highest_priority=3 in the tokens file): a job of 30 documents is taken,
     a second of 30 is 429 with nothing written or enqueued, and priority 1 is refused whatever the load."""
     api = server()
@@ -208,6 +211,13 @@ def test_a_teams_limits_cap_its_queued_documents_and_its_priority(tmp_path, serv
     assert [j["id"] for j in api.call("GET", "/v1/jobs", team="tight")[1]["jobs"]] == [first["id"]]
     assert queued(services["redis"]) == 3
     assert api.call("POST", "/v1/jobs", spec(demo_artifact, [source], priority=1), team="books")[0] == 201
+    table = pa.table({"id": [f"p{n}" for n in range(7)], "text": ["Tom has 3 apples."] * 7})
+    parquet = io.BytesIO()
+    pq.write_table(table, parquet)
+    code, uploaded = api.call("POST", "/v1/uploads?format=parquet", parquet.getvalue(), team="books")
+    assert code == 201 and uploaded["uri"].endswith(".parquet")
+    code, submitted = api.call("POST", "/v1/jobs", spec(demo_artifact, [uploaded["uri"]]), team="books")
+    assert code == 201 and submitted["status"]["documents"] == 7
 
 
 @pytest.mark.parametrize(
