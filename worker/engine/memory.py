@@ -4,7 +4,9 @@ An entry is one engine input (a window of sentences, exactly as the model sees i
 sentence, a guard retry or the words inside markup are entries too) and its ``Translation``. Its key
 holds everything that changes the output: the artifact id, the precision and execution provider that
 ran it, ONNX Runtime's version and the entry ``FORMAT``, every decoding option (languages included)
-and the text. The document's format needs no place of its own: it changes the text the model sees,
+and the text, with the target phrases a constrained search had to write (a glossary's terms:
+``Translator``'s ``Request.key``), so a sentence forced to hold a term never answers for the same
+sentence asked plainly. The document's format needs no place of its own: it changes the text the model sees,
 which is in the key. Reuse is exact because on the CPU a sentence's translation does not depend on
 the batch it ran in (``tests/worker/engine/test_batch_invariance.py``); options whose limit is the
 batch's (``max_length_ratio``) are never remembered (``Translator``).
