@@ -27,6 +27,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+SERVE = """The jobs API over HTTP, completion webhooks and a status page, for every team in the tokens file.
+
+    python -m jobs serve --port 8080 --tokens tokens --output s3://results/teams \\
+        --artifacts /models --inputs s3://corpora --webhooks-to https://hooks.example.com/
+
+tokens: one `team token` line per token, optionally `max_queued_documents=N highest_priority=P` after it.
+Then open http://HOST:PORT/ (the status page) or http://HOST:PORT/docs (every route); README.md has curl lines."""
 EXIT = {"succeeded": 0, "completed_with_errors": 4, "failed": 5, "cancelled": 6}
 
 
@@ -67,7 +74,10 @@ def parser() -> argparse.ArgumentParser:
     memory.add_argument("--output", help="prefix (or memory_prefix) whose memories to clear (default: FANYI_OUTPUT)")
     memory.add_argument("--job", help="clear only this job's own memory (memory: job), not the shared one")
     sub.add_parser("schedules", help="each nightly schedule: its last run, a night waiting for it, nights skipped")
-    serve = sub.add_parser("serve", help="the jobs API over HTTP, one bearer token per team (see jobs/server.py)")
+    serve = sub.add_parser(
+        "serve", help="the jobs API over HTTP, one bearer token per team (see jobs/server.py)",
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=SERVE,
+    )  # fmt: skip
     serve.add_argument("--tokens", required=True, metavar="FILE", help="`team token` lines (a Kubernetes Secret file)")
     serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a container)")
