@@ -62,6 +62,7 @@ from jobs import webhooks
 
 log = logging.getLogger("fanyi.api")
 MAX_BODY_BYTES = 1_000_000  # a request that is not an upload: a spec is a page of settings
+DRAIN_BYTES = 16 << 20  # of a body past its limit, read and dropped so that the client reads the 413
 ROWS_LIMIT = 10_000  # documents of a job whose rows /results streams; larger jobs: read the parts
 STATUS_PAGE = Path(__file__).with_name("status.html")  # GET /: the status page (no build step)
 TEAM = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
@@ -249,7 +250,7 @@ def create_app(settings: Settings) -> FastAPI:
         limit = settings.max_upload_bytes if request.url.path == "/v1/uploads" else MAX_BODY_BYTES
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            return _too_large(limit)
+            return await _refused_body(request, limit)
         return await call_next(request)
 
     def team_of(authorization: str | None = Header(None, description="Bearer TOKEN")) -> str:
@@ -306,9 +307,12 @@ def create_app(settings: Settings) -> FastAPI:
             size = 0
             async for piece in request.stream():
                 size += len(piece)
-                if size > settings.max_upload_bytes:
-                    return _too_large(settings.max_upload_bytes)  # type: ignore[return-value]
-                spool.write(piece)
+                if size > settings.max_upload_bytes + DRAIN_BYTES:
+                    break  # past the limit (no Content-Length said so): read on a little, then close on it
+                if size <= settings.max_upload_bytes:
+                    spool.write(piece)
+            if size > settings.max_upload_bytes:
+                return _too_large(settings.max_upload_bytes)  # type: ignore[return-value]
             spool.flush()
             if not size:
                 raise Refused(400, "bad_request", "the upload is empty: send the documents as the request body")
@@ -550,6 +554,18 @@ def _problem(err: BaseException) -> Refused:
     from jobs.api import explain
 
     return Refused(500, "internal", f"the server failed: {explain(err)} (it is logged without your token)")
+
+
+async def _refused_body(request: Request, limit: int) -> JSONResponse:
+    """413 for a body whose Content-Length is past ``limit``, nothing of it stored. Up to ``DRAIN_BYTES`` of it are
+    read and dropped first: a client that sends its whole body before it reads (most do, without ``Expect:
+    100-continue``) gets the answer instead of a broken pipe; past that the connection is closed on it."""
+    drained = 0
+    async for piece in request.stream():
+        drained += len(piece)
+        if drained > DRAIN_BYTES:
+            break
+    return _too_large(limit)
 
 
 def _too_large(limit: int) -> JSONResponse:

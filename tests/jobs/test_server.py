@@ -122,6 +122,11 @@ def test_what_a_spec_may_not_do_is_refused_before_anything_is_written(tmp_path, 
     assert (code, answer["code"]) == (413, "too_large")
     code, answer = api.call("POST", "/v1/uploads", b"x" * 20_000)
     assert (code, answer["code"]) == (413, "too_large")
+    chunked = urllib.request.Request(f"http://127.0.0.1:{api.port}/v1/uploads", data=iter([b"x" * 8_000] * 3),
+                                     headers={"Authorization": f"Bearer {TOKENS['books']}"}, method="POST")  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as refused:  # no Content-Length: refused as it streams in
+        urllib.request.urlopen(chunked, timeout=60)
+    assert refused.value.code == 413
     assert open_storage(f"s3://{services['bucket']}").list("") == []
     assert queued(services["redis"]) == 0
 
