@@ -6,8 +6,10 @@
     <output>/<job id>/_glossary.tsv                 the spec's glossary, copied at submit (its suffix kept)
     <output>/<job id>/_ENQUEUED                     every chunk was enqueued once: the job is running
     <output>/<job id>/parts/part-00017.parquet      their results, one row per document, written once
+    <output>/<job id>/_summaries/chunk-00017.json   what finalize needs of part 17: rows, sha256, its counts
     <output>/<job id>/_failures/chunk-00017.json    why chunk 17 could not be done (its part holds error rows)
-    <output>/<job id>/_SUCCESS                      written once, when every part exists: the job's end
+    <output>/<job id>/_SUCCESS                      written once, when every part exists: the job's end, its counts
+    <output>/<job id>/_parts.json                   each part's key, rows and sha256 (written before _SUCCESS)
     <output>/<job id>/_CANCELLED                    present while the job is cancelled
     <output>/<job id>/parts/compacted-00000.parquet after ``jobs compact``: the parts, merged in chunk order
     <output>/<job id>/_COMPACTED                    which chunks each compacted file holds
@@ -38,6 +40,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -51,6 +54,8 @@ from contract.storage import Storage, StorageError
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MANIFEST = "_job.json"
 TRANSLATE_CHUNK = "fanyi.translate_chunk"  # the task of a chunk message; its args: output, job id, chunk
+PARTS = "_parts.json"  # each part's key, rows and sha256, listed by finalize
+SUMMARY_READERS = 16  # part summaries finalize reads at once (S3: one GET each)
 COMPACTED = "_COMPACTED"  # which chunks each compacted file holds (``jobs compact``)
 
 
@@ -129,6 +134,10 @@ def part_key(job_id: str, chunk: int) -> str:
     return f"{check_job_id(job_id)}/parts/part-{chunk:05d}.parquet"
 
 
+def summary_key(job_id: str, chunk: int) -> str:
+    return f"{check_job_id(job_id)}/_summaries/chunk-{chunk:05d}.json"
+
+
 def failure_key(job_id: str, chunk: int) -> str:
     return f"{check_job_id(job_id)}/_failures/chunk-{chunk:05d}.json"
 
@@ -190,6 +199,21 @@ def chunk_ids(storage: Storage, job: Job, chunk: int) -> list[str]:
         return [f"{job.id}/chunk-{chunk:05d}/document-{k}" for k in range(job.chunks[chunk])]
 
 
+def write_part(storage: Storage, job: Job, chunk: int, rows: Sequence[Row]) -> bool:
+    """Create chunk ``chunk``'s part (once: False if one exists), then its summary beside it, so that finalize
+    sums summaries and never reads the parts (a summary lost in between is made again from the part)."""
+    data = encode_rows(rows)
+    if not storage.create(part_key(job.id, chunk), data):
+        return False
+    storage.put(summary_key(job.id, chunk), json.dumps(_part_summary(data)).encode())
+    return True
+
+
+def _part_summary(data: bytes) -> dict[str, Any]:
+    rows = read_rows(data)
+    return {"rows": len(rows), "sha256": hashlib.sha256(data).hexdigest(), "tally": Tally().add(rows).as_dict()}
+
+
 def write_failed_chunk(storage: Storage, job: Job, chunk: int, reason: str) -> list[Row]:
     """The chunk's documents as error rows with ``reason``, created once like any part, and then why it
     failed, for ``jobs status``: only by the call that created the part, so a good part that exists is
@@ -197,7 +221,7 @@ def write_failed_chunk(storage: Storage, job: Job, chunk: int, reason: str) -> l
     artifact_id, target = job.artifact(chunk)[1], job.target(chunk)
     ids = chunk_ids(storage, job, chunk)
     rows = [Row.failed(job.id, artifact_id, doc_id, reason, ["chunk_failed"], target) for doc_id in ids]
-    if not storage.create(part_key(job.id, chunk), encode_rows(rows)):
+    if not write_part(storage, job, chunk, rows):
         return []
     storage.put(failure_key(job.id, chunk), json.dumps({"reason": reason, "time": time.time()}).encode())
     return rows
@@ -277,6 +301,9 @@ def decode_documents(data: bytes) -> list[Document]:
 STATUSES = ("ok", "partial", "error", "skipped")  # skipped: in a language the artifact cannot read
 
 
+COUNTED = ("statuses", "sentence_flags", "languages", "routes", "targets", "terms")  # Tally's counters
+
+
 @dataclass
 class Tally:
     """Documents per status, sentences per flag, and windows (all, and those the memory gave), over result rows."""
@@ -305,6 +332,29 @@ class Tally:
                 self.targets[row["target_language"], row["status"]] += 1
             self.terms.update({key: row.get(key) or 0 for key in ("terms", "terms_missed")})  # format 4 on
         return self
+
+    def merge(self, other: Tally) -> Tally:
+        for name in COUNTED:
+            getattr(self, name).update(getattr(other, name))
+        self.sentences += other.sentences
+        self.windows += other.windows
+        self.reused_windows += other.reused_windows
+        return self
+
+    def as_dict(self) -> dict[str, Any]:
+        """Everything it counted, as JSON (a part's summary); ``from_dict`` reads it back."""
+        counts = {name: dict(getattr(self, name)) for name in COUNTED if name != "targets"}
+        totals = {"sentences": self.sentences, "windows": self.windows, "reused_windows": self.reused_windows}
+        return counts | totals | {"targets": [[code, status, n] for (code, status), n in self.targets.items()]}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Tally:
+        tally = cls(sentences=raw["sentences"], windows=raw["windows"], reused_windows=raw["reused_windows"])
+        for name in COUNTED:
+            if name != "targets":
+                getattr(tally, name).update(raw[name])
+        tally.targets.update({(code, status): n for code, status, n in raw["targets"]})
+        return tally
 
     def counters(self) -> dict[str, int]:
         """The named counts a job's progress cache keeps beside its totals: ``flag:<flag>``,
@@ -358,21 +408,22 @@ def _per_target(counts: Mapping[tuple[str, str], int]) -> dict[str, dict[str, in
 
 
 def finalize(storage: Storage, job: Job) -> dict[str, Any] | None:
-    """Write ``_SUCCESS`` (row counts, checksums, stats) once every part exists; None while some are missing.
+    """Write ``_SUCCESS`` (counts, state, failed chunks) once every part exists; None while some are missing.
 
-    Any number of callers may race here (the tasks that finish last, ``jobs wait``): the manifest is
-    created at most once, and every caller returns the same one."""
+    It sums the parts' summaries (``write_part``), read in parallel, never the parts themselves; each part's key,
+    rows and checksum go to ``_parts.json`` first, so ``_SUCCESS`` stays small whatever the job's size. Any number
+    of callers may race here (the tasks that finish last, ``jobs wait``): ``_SUCCESS`` is created at most once,
+    and every caller returns the same one."""
     if storage.exists(job.key("_SUCCESS")):
         return json.loads(storage.read(job.key("_SUCCESS")))
     if len(done_chunks(storage, job)) < len(job.chunks):
         return None
-    parts: list[dict[str, Any]] = []
+    summaries = _part_summaries(storage, job)
     tally = Tally()
-    for chunk in range(len(job.chunks)):
-        data = storage.read(part_key(job.id, chunk))
-        rows = read_rows(data)
-        tally.add(rows)
-        parts.append({"key": part_key(job.id, chunk), "rows": len(rows), "sha256": hashlib.sha256(data).hexdigest()})
+    for summary in summaries:
+        tally.merge(Tally.from_dict(summary["tally"]))
+    parts = [{"key": part_key(job.id, c), "rows": s["rows"], "sha256": s["sha256"]} for c, s in enumerate(summaries)]
+    storage.put(job.key(PARTS), json.dumps(parts).encode())
     counts = tally.summary()
     failed_chunks = failures(storage, job)
     error_rows, documents = counts["statuses"]["error"], sum(p["rows"] for p in parts)
@@ -385,8 +436,28 @@ def finalize(storage: Storage, job: Job) -> dict[str, Any] | None:
         "documents": documents,
         **counts,
         "failed_chunks": {str(c): reason for c, reason in sorted(failed_chunks.items())},
-        "parts": parts,
+        "parts": {"count": len(parts), "listed_in": PARTS},
         "finished": time.time(),
     }
     storage.create(job.key("_SUCCESS"), json.dumps(summary, indent=1).encode())
     return json.loads(storage.read(job.key("_SUCCESS")))
+
+
+def _part_summaries(storage: Storage, job: Job) -> list[dict[str, Any]]:
+    """Each chunk's part summary, in chunk order: read where written, else made from the part (and kept)."""
+    written = set(storage.list(f"{job.id}/_summaries"))
+
+    def one(chunk: int) -> dict[str, Any]:
+        key = summary_key(job.id, chunk)
+        if key in written:
+            try:
+                found: dict[str, Any] = json.loads(storage.read(key))
+                return found
+            except (FileNotFoundError, ValueError):
+                pass  # made again below
+        made = _part_summary(storage.read(part_key(job.id, chunk)))
+        storage.put(key, json.dumps(made).encode())
+        return made
+
+    with ThreadPoolExecutor(SUMMARY_READERS) as pool:
+        return list(pool.map(one, range(len(job.chunks))))

@@ -3,6 +3,7 @@ under an older name are read."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +21,9 @@ from contract.job import (
     part_key,
     read_own,
     result_keys,
+    summary_key,
     write_job,
+    write_part,
 )
 from contract.rows import Row, encode_rows
 from contract.spec import JobSpec
@@ -54,3 +57,27 @@ def test_inputs_of_a_job_submitted_before_they_ended_in_pq_are_still_read(tmp_pa
     assert input_key(job.id, 0).endswith(".pq")  # out of any *.parquet glob of the job's folder
     assert decode_documents(read_own(storage, input_key(job.id, 0))) == documents
     assert chunk_ids(storage, job, 0) == ["d"]
+
+
+def test_finalize_sums_the_parts_summaries_and_keeps_success_small(tmp_path: Path) -> None:
+    """finalize reads each part's summary, never the part (a part damaged after its summary was written still
+    counts as written); a summary that is missing is made again from its part; the parts' list goes to
+    ``_parts.json``, not ``_SUCCESS``."""
+    storage = LocalStorage(tmp_path)
+    job = Job("job-3", JobSpec("job", ["in.jsonl"], "out", "a"), "id", [2, 1, 1])
+    write_job(storage, job)
+    ok = Row(job.id, "d", "Hi.", "你好。", "ok", None, ["cleaned"], [], "a", source_language="en", target_language="zh")
+    error = Row.failed(job.id, "a", "e", "its input is gone", target="zh")
+    for chunk, rows in enumerate([[ok, replace(ok, id="d2")], [error], [replace(ok, id="d3")]]):
+        assert write_part(storage, job, chunk, rows) and not write_part(storage, job, chunk, rows)  # once
+    storage.put(part_key(job.id, 1), b"damaged after its summary was written")
+    storage.delete(summary_key(job.id, 2))
+    summary = finalize(storage, job)
+    assert summary is not None and summary["state"] == "completed_with_errors" and summary["documents"] == 4
+    assert summary["statuses"]["ok"] == 3 and summary["statuses"]["error"] == 1
+    assert summary["languages"] == {"en": 3} and summary["targets"]["zh"]["ok"] == 3
+    assert summary["parts"] == {"count": 3, "listed_in": "_parts.json"}
+    parts = json.loads(storage.read(f"{job.id}/_parts.json"))
+    assert [(p["key"], p["rows"]) for p in parts] == [(part_key(job.id, c), n) for c, n in enumerate([2, 1, 1])]
+    assert storage.exists(summary_key(job.id, 2))  # made again, and kept
+    assert len(storage.read(f"{job.id}/_SUCCESS")) < 4000

@@ -36,9 +36,10 @@ from contract.job import (
     input_key,
     part_key,
     read_own,
+    write_part,
 )
 from contract.messages import InvalidChunk
-from contract.rows import Row, SentenceSpans, Timings, encode_rows
+from contract.rows import Row, SentenceSpans, Timings
 from contract.storage import Storage, open_storage
 from worker.documents.languages import Routing
 from worker.documents.translator import DocumentResult, DocumentTranslator
@@ -83,7 +84,7 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
     results = translate_documents(job, chunk, documents, deliveries, memory, glossary)
     artifact_id, counted = job.artifact(chunk)[1], job.glossary_sha256 is not None
     rows = [_row(r, document.text or "", job.id, artifact_id, counted) for document, r in zip(documents, results)]
-    if not storage.create(key, encode_rows(rows)):
+    if not write_part(storage, job, chunk, rows):
         return "duplicate"  # another delivery wrote this part first; its content stands
     tokens, reused = sum(r.tokens for r in results), sum(r.reused_tokens for r in results)
     if metrics.record_part(job_id, rows, tokens, reused) and finalize(storage, job) is not None:  # storage decides
