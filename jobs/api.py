@@ -56,6 +56,7 @@ from contract.job import (
     read_job,
     read_rows,
     result_keys,
+    summary_key,
     term_counts,
     write_job,
 )
@@ -693,6 +694,7 @@ def resume(job_id: str, output: str | None = None, *, retry_failed: bool = False
     if retry_failed:
         for chunk in failures(storage, job):
             storage.delete(part_key(job_id, chunk))
+            storage.delete(summary_key(job_id, chunk))  # or finalize would count the error rows it summed
             storage.delete(failure_key(job_id, chunk))
         storage.delete(job.key("_SUCCESS"))
         _recount(job_id, output)  # the counters held the failed chunks' error rows

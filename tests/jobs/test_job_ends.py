@@ -253,6 +253,23 @@ def test_a_job_whose_artifact_is_gone_ends_failed_with_the_reason_and_the_worker
     assert wait(other, services)["state"] == "succeeded"  # the same worker goes on with other jobs
 
 
+def test_failed_chunks_retried_are_counted_as_they_are_now(tmp_path, services, demo_artifact, workers) -> None:
+    """A job whose chunks failed (its artifact gone), then retried with the artifact back: the counts of the
+    retried chunks replace those of their error rows (their part summaries go with the failed parts)."""
+    gone = Path(shutil.copytree(demo_artifact, tmp_path / "artifact-back-later"))
+    job_id = submit(tmp_path, services, gone, 40)  # 2 chunks
+    shutil.rmtree(gone)
+    workers()
+    assert wait(job_id, services, exit_code=5)["state"] == "failed"
+    shutil.copytree(demo_artifact, gone)
+    retried = jobs_cli("resume", job_id, "--output", services["output"], "--retry-failed", env=services["env"])
+    assert retried.returncode == 0 and "enqueued 2 chunk(s)" in retried.stdout, retried.stderr
+    status = wait(job_id, services)
+    assert (status["state"], status["errors"], status["done"]) == ("succeeded", 0, 40)
+    summary = json.loads(open_storage(services["output"]).read(f"{job_id}/_SUCCESS"))
+    assert summary["statuses"]["ok"] + summary["statuses"]["partial"] == 40 and summary["statuses"]["error"] == 0
+
+
 def test_a_chunk_put_back_again_and_again_by_environment_faults_ends_as_error_rows(
     tmp_path, services, demo_artifact, workers, s3_server
 ):
