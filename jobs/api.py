@@ -118,6 +118,8 @@ class JobStatus:
     routes: dict[str, int] = field(default_factory=dict)  # rows per routing outcome (translated, skipped, ...)
     targets: dict[str, dict[str, int]] = field(default_factory=dict)  # rows per target language and status
     terms: dict[str, Any] = field(default_factory=dict)  # glossary terms: applied, missed, hit_rate
+    name: str = ""  # the spec's name
+    team: str | None = None  # who submitted it over HTTP (``jobs.server``)
 
     @property
     def reuse_rate(self) -> float:
@@ -482,7 +484,7 @@ def _status(storage: Storage, job_id: str, output: str) -> JobStatus:
     return JobStatus(
         job.id, state, job.documents, documents_done, counts.errors, len(job.chunks), len(done), rate, output,
         counts.partial, counts.flags, failed, counts.windows, counts.reused_windows, stalled, None, counts.languages,
-        counts.routes, counts.targets, counts.terms,
+        counts.routes, counts.targets, counts.terms, job.spec.name, job.team,
     )  # fmt: skip
 
 

@@ -56,6 +56,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from contract.job import MANIFEST, check_job_id, list_jobs, part_key, read_job
+from contract.settings import PRIORITY_STEPS
 from contract.spec import JobSpec, SpecError
 from contract.storage import StorageError, open_storage
 from jobs import webhooks
@@ -401,7 +402,7 @@ def create_app(settings: Settings) -> FastAPI:
             up, unhealthy = fleet()
         return {
             "queues": {
-                queue: {"waiting": dict(zip(map(str, _steps()), counts)), "unacked": running[queue],
+                queue: {"waiting": dict(zip(map(str, PRIORITY_STEPS), counts)), "unacked": running[queue],
                         "backlog": sum(counts) + running[queue]}
                 for queue, counts in depths.items()
             },
@@ -495,9 +496,8 @@ def _owned(job_id: str, team: str, settings: Settings) -> str:
 def _status(job_id: str, output: str) -> dict[str, Any]:
     from jobs import api
 
-    status = json.loads(api.as_json(api.status(job_id, output)))
-    job_ = read_job(open_storage(output), job_id)
-    return {**status, "name": job_.spec.name, "team": job_.team}
+    status: dict[str, Any] = json.loads(api.as_json(api.status(job_id, output)))
+    return status
 
 
 def _rows(storage: Any, parts: list[str]) -> Iterator[bytes]:
@@ -508,12 +508,6 @@ def _rows(storage: Any, parts: list[str]) -> Iterator[bytes]:
     for key in parts:
         for row in pq.read_table(io.BytesIO(storage.read(key))).to_pylist():
             yield (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode()
-
-
-def _steps() -> Sequence[int]:
-    from contract import settings
-
-    return settings.PRIORITY_STEPS
 
 
 def _redis_answers() -> bool:
