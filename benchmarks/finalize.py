@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from contract.job import PARTS, Job, finalize, summary_key, write_job, write_part
+from contract.job import PARTS, Job, finalize, forget_summaries, write_job, write_part
 from contract.rows import Row
 from contract.spec import JobSpec
 from contract.storage import Storage, open_storage
@@ -42,7 +42,7 @@ def _timed(storage: Storage, job: Job, summaries: bool) -> float:
         storage.delete(key)
     if not summaries:
         with ThreadPoolExecutor(16) as pool:
-            list(pool.map(lambda c: storage.delete(summary_key(job.id, c)), range(len(job.chunks))))
+            list(pool.map(lambda c: forget_summaries(storage, job, c), range(len(job.chunks))))
     started = time.perf_counter()
     summary = finalize(storage, job)
     assert summary is not None and summary["documents"] == job.documents

@@ -43,6 +43,7 @@ SCHEDULE_SUBMITTING_KEY = "fanyi:schedule:{name}:submitting"  # the job id beat 
 BROKER_MARK_KEY = "fanyi:broker"  # set once; gone when the broker lost its keys (restart without disk, FLUSHALL)
 INSTANCE_KEY = "fanyi:instance:{hostname}"  # the worker instance now beating under that name, for 3 heartbeats
 HELD_KEY = "fanyi:held"  # hash: delivery tag -> {"worker", "holder"} that received that message
+FINALIZE_LOCK = "fanyi:finalize:{job}"  # one caller at a time sums a job's parts into its _SUCCESS
 REENQUEUE_LOCK = "fanyi:reenqueue:{job}:{mark}"  # one watchdog enqueues a job's lost chunks again
 UNACKED_KEY = "unacked"  # kombu's hash of delivered, unacknowledged messages: tag -> [message, exchange, queue]
 UNACKED_INDEX_KEY = "unacked_index"  # kombu's sorted set: tag -> when it was delivered

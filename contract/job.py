@@ -1,7 +1,8 @@
 """A job in storage: its manifest, chunk inputs, result parts and markers. Storage is the system of record.
 
     <output>/<job id>/_job.json                     the manifest: spec, artifact ids, chunk sizes
-    <output>/<job id>/_inputs/chunk-00017.pq        the documents of chunk 17 (id, text, error), in Parquet
+    <output>/<job id>/_head.json                    what a listing shows of it: name, team, created, sizes (small)
+    <output>/<job id>/_inputs/chunk-00017.arrow     the documents of chunk 17 (id, text, error, language), Arrow IPC
     <output>/<job id>/_inputs/ids.pq                every document's id and chunk (for a chunk lost later)
     <output>/<job id>/_glossary.tsv                 the spec's glossary, copied at submit (its suffix kept)
     <output>/<job id>/_ENQUEUED                     every chunk was enqueued once: the job is running
@@ -15,10 +16,12 @@
     <output>/<job id>/_COMPACTED                    which chunks each compacted file holds
 
 Everything but the parts starts with ``_``, which pyarrow, pandas and Spark skip when they read a folder,
-and the job's own Parquet files end in ``.pq``, so a ``*.parquet`` glob (duckdb, polars) of the job's
-folder matches the results only: ``<output>/<job id>``, ``<output>/<job id>/**/*.parquet`` and
-``<output>/*/parts/*.parquet`` each read as one table. Jobs submitted before ``.pq`` kept their inputs
-in ``.parquet`` files; workers still read those (``read_own``).
+and the job's own files end in ``.pq`` (its id list) or ``.arrow`` (chunk inputs), so a ``*.parquet`` glob (duckdb,
+polars) of the job's folder matches the results only: ``<output>/<job id>``, ``<output>/<job id>/**/*.parquet`` and
+``<output>/*/parts/*.parquet`` each read as one table. Chunk inputs are Arrow IPC files, not Parquet: a submit
+writes one per 64 documents, and a small IPC file takes a quarter of a Parquet file's time to write. Jobs submitted
+earlier kept their chunk inputs in ``.pq`` files (and before that ``.parquet``); workers still read those
+(``read_own``).
 
 A job's state comes from these alone: ``submitting`` (no ``_ENQUEUED`` yet: enqueueing broke off,
 ``jobs resume`` completes it), ``running``, ``cancelled``, and at the end (``_SUCCESS``)
@@ -34,13 +37,15 @@ change afterwards, and ``resume`` needs nothing but this prefix.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -53,9 +58,12 @@ from contract.storage import Storage, StorageError
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MANIFEST = "_job.json"
+HEAD = "_head.json"  # a listing's view of a job (``write_head``)
 TRANSLATE_CHUNK = "fanyi.translate_chunk"  # the task of a chunk message; its args: output, job id, chunk
 PARTS = "_parts.json"  # each part's key, rows and sha256, listed by finalize
 SUMMARY_READERS = 16  # part summaries finalize reads at once (S3: one GET each)
+FINALIZE_WAIT = 120.0  # seconds one finalizer holds the job's lock, and another waits for its _SUCCESS at most
+SUMMARY_GROUP = 100  # parts whose summaries are summed into one file by the worker that writes the last of them
 COMPACTED = "_COMPACTED"  # which chunks each compacted file holds (``jobs compact``)
 
 
@@ -113,16 +121,22 @@ class Job:
 
 
 def input_key(job_id: str, chunk: int) -> str:
-    return f"{check_job_id(job_id)}/_inputs/chunk-{chunk:05d}.pq"
+    return f"{check_job_id(job_id)}/_inputs/chunk-{chunk:05d}.arrow"
+
+
+OLDER_NAMES = {".arrow": (".pq", ".parquet"), ".pq": (".parquet",)}  # what a job's own files were called before
 
 
 def read_own(storage: Storage, key: str) -> bytes:
-    """One of a job's own Parquet files (``input_key``, ``ids_key``), or its ``.parquet`` name in a job
-    submitted before they ended in ``.pq``."""
-    try:
-        return storage.read(key)
-    except FileNotFoundError:
-        return storage.read(key.removesuffix(".pq") + ".parquet")
+    """One of a job's own files (``input_key``, ``ids_key``), or the same under the name it had in a job submitted
+    before it changed (``OLDER_NAMES``)."""
+    stem, suffix = key.rsplit(".", 1)
+    for name in (key, *(stem + older for older in OLDER_NAMES.get(f".{suffix}", ()))):
+        try:
+            return storage.read(name)
+        except FileNotFoundError:
+            continue
+    raise FileNotFoundError(f"{storage.uri}/{key} does not exist")
 
 
 def glossary_key(job: Job) -> str:
@@ -135,6 +149,16 @@ def part_key(job_id: str, chunk: int) -> str:
 
 
 def summary_key(job_id: str, chunk: int) -> str:
+    return f"{check_job_id(job_id)}/_summaries/{chunk // SUMMARY_GROUP:05d}/chunk-{chunk:05d}.json"
+
+
+def group_key(job_id: str, group: int) -> str:
+    """Where the summaries of chunks ``group * SUMMARY_GROUP`` on are summed, once all are written."""
+    return f"{check_job_id(job_id)}/_summaries/group-{group:05d}.json"
+
+
+def _flat_summary_key(job_id: str, chunk: int) -> str:
+    """Where a part's summary was kept by workers before summaries were grouped."""
     return f"{check_job_id(job_id)}/_summaries/chunk-{chunk:05d}.json"
 
 
@@ -201,12 +225,36 @@ def chunk_ids(storage: Storage, job: Job, chunk: int) -> list[str]:
 
 def write_part(storage: Storage, job: Job, chunk: int, rows: Sequence[Row]) -> bool:
     """Create chunk ``chunk``'s part (once: False if one exists), then its summary beside it, so that finalize
-    sums summaries and never reads the parts (a summary lost in between is made again from the part)."""
+    sums summaries and never reads the parts (a summary lost in between is made again from the part); the
+    writer of a group's last summary sums the group (``group_key``), so finalize reads one file per 100 parts."""
     data = encode_rows(rows)
     if not storage.create(part_key(job.id, chunk), data):
         return False
     storage.put(summary_key(job.id, chunk), json.dumps(_part_summary(data)).encode())
+    _sum_group(storage, job, chunk // SUMMARY_GROUP)
     return True
+
+
+def _sum_group(storage: Storage, job: Job, group: int) -> None:
+    """Sum a group's summaries into its file once every one is written (two writers may both do it, alike)."""
+    first = group * SUMMARY_GROUP
+    chunks = range(first, min(first + SUMMARY_GROUP, len(job.chunks)))
+    if len(storage.list(f"{job.id}/_summaries/{group:05d}/")) < len(chunks):
+        return
+    with ThreadPoolExecutor(SUMMARY_READERS) as pool:
+        summaries = list(pool.map(lambda chunk: json.loads(storage.read(summary_key(job.id, chunk))), chunks))
+    tally = Tally()
+    for summary in summaries:
+        tally.merge(Tally.from_dict(summary["tally"]))
+    parts = [{"rows": summary["rows"], "sha256": summary["sha256"]} for summary in summaries]
+    storage.put(group_key(job.id, group), json.dumps({"parts": parts, "tally": tally.as_dict()}).encode())
+
+
+def forget_summaries(storage: Storage, job: Job, chunk: int) -> None:
+    """Remove chunk ``chunk``'s summary and its group's sum (its part is about to be written again)."""
+    group = group_key(job.id, chunk // SUMMARY_GROUP)
+    for key in (summary_key(job.id, chunk), _flat_summary_key(job.id, chunk), group):
+        storage.delete(key)
 
 
 def _part_summary(data: bytes) -> dict[str, Any]:
@@ -231,6 +279,26 @@ def write_job(storage: Storage, job: Job) -> None:
     manifest = {**asdict(job), "spec": job.spec.to_dict()}
     if not storage.create(job.key(MANIFEST), json.dumps(manifest, indent=1).encode()):
         raise StorageError(f"job {job.id} already exists under {storage.uri}")
+
+
+def write_head(storage: Storage, job: Job) -> None:
+    """The few facts a listing of jobs shows, in a file of its own: the manifest grows with the job's chunks."""
+    head = {"name": job.spec.name, "team": job.team, "created": job.created, "documents": job.documents,
+            "chunks": len(job.chunks)}  # fmt: skip
+    storage.put(job.key(HEAD), json.dumps(head).encode())
+
+
+def read_head(storage: Storage, job_id: str, *, written: bool = True) -> dict[str, Any]:
+    """A job's head (``write_head``); made from its manifest for a job submitted before heads, or not ``written``."""
+    if written:
+        try:
+            head: dict[str, Any] = json.loads(storage.read(f"{check_job_id(job_id)}/{HEAD}"))
+            return head
+        except FileNotFoundError:
+            pass
+    job = read_job(storage, job_id)
+    return {"name": job.spec.name, "team": job.team, "created": job.created, "documents": job.documents,
+            "chunks": len(job.chunks)}  # fmt: skip
 
 
 def read_job(storage: Storage, job_id: str) -> Job:
@@ -280,20 +348,48 @@ class Document:
     language: str | None = None
 
 
-def encode_documents(documents: Sequence[Document]) -> bytes:
+@functools.cache
+def documents_schema() -> Any:
+    """A chunk input's columns (pyarrow is imported on first use)."""
     import pyarrow as pa
 
-    columns = {
-        "id": pa.array([d.id for d in documents], pa.string()),
-        "text": pa.array([d.text for d in documents], pa.string()),
-        "error": pa.array([d.error for d in documents], pa.string()),
-        "language": pa.array([d.language for d in documents], pa.string()),
-    }
-    return parquet_bytes(pa.table(columns))
+    return pa.schema([(name, pa.string()) for name in ("id", "text", "error", "language")])
+
+
+def encode_documents(documents: Sequence[Document]) -> bytes:
+    return encode_inputs(documents_table(documents))
+
+
+def documents_table(documents: Iterable[Document]) -> Any:
+    """Documents as a table of ``documents_schema``."""
+    import pyarrow as pa
+
+    rows = list(documents)
+    columns = ([d.id for d in rows], [d.text for d in rows], [d.error for d in rows], [d.language for d in rows])
+    return pa.table([pa.array(c, pa.string()) for c in columns], schema=documents_schema())
+
+
+def encode_inputs(table: Any) -> bytes:
+    """A chunk input: a table of ``documents_schema`` as an Arrow IPC file."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue())
 
 
 def decode_documents(data: bytes) -> list[Document]:
-    table = read_parquet(data)
+    """A chunk input's documents: an Arrow IPC file, or a Parquet file of a job submitted before them."""
+    import pyarrow as pa
+
+    if data.startswith(b"ARROW1"):
+        return decode_table(pa.ipc.open_file(pa.BufferReader(data)).read_all())
+    return decode_table(read_parquet(data))
+
+
+def decode_table(table: Any) -> list[Document]:
+    """A chunk input's table as documents (a column an older input lacks is None)."""
     column = lambda name: table.column(name).to_pylist() if name in table.column_names else [None] * table.num_rows
     return [Document(*row) for row in zip(column("id"), column("text"), column("error"), column("language"))]
 
@@ -412,17 +508,49 @@ def finalize(storage: Storage, job: Job) -> dict[str, Any] | None:
 
     It sums the parts' summaries (``write_part``), read in parallel, never the parts themselves; each part's key,
     rows and checksum go to ``_parts.json`` first, so ``_SUCCESS`` stays small whatever the job's size. Any number
-    of callers may race here (the tasks that finish last, ``jobs wait``): ``_SUCCESS`` is created at most once,
-    and every caller returns the same one."""
+    of callers may race here (the tasks that finish last, ``jobs wait``): one sums at a time (a Redis lock, while
+    Redis answers) and the others wait for its ``_SUCCESS``; it is created at most once, and every caller returns
+    the same one."""
     if storage.exists(job.key("_SUCCESS")):
         return json.loads(storage.read(job.key("_SUCCESS")))
     if len(done_chunks(storage, job)) < len(job.chunks):
         return None
-    summaries = _part_summaries(storage, job)
-    tally = Tally()
-    for summary in summaries:
-        tally.merge(Tally.from_dict(summary["tally"]))
-    parts = [{"key": part_key(job.id, c), "rows": s["rows"], "sha256": s["sha256"]} for c, s in enumerate(summaries)]
+    with _finalizing(job) as mine:
+        if not mine and (written := _success_within(storage, job, FINALIZE_WAIT)) is not None:
+            return written
+        return _write_success(storage, job)
+
+
+@contextmanager
+def _finalizing(job: Job) -> Iterator[bool]:
+    """Whether this caller is the job's one finalizer (True also when Redis cannot say)."""
+    from contract import cache
+
+    key = cache.FINALIZE_LOCK.format(job=job.id)
+    try:
+        mine = bool(cache.cache().set(key, "1", nx=True, ex=FINALIZE_WAIT))
+    except Exception:  # noqa: BLE001 - no Redis: callers race, and _SUCCESS is still created once
+        mine, key = True, ""
+    try:
+        yield mine
+    finally:
+        if mine and key:
+            cache.best_effort("finalize lock not released", lambda: cache.cache().delete(key), 0)
+
+
+def _success_within(storage: Storage, job: Job, seconds: float) -> dict[str, Any] | None:
+    """The job's ``_SUCCESS`` once another caller wrote it, or None after ``seconds`` (it died meanwhile)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if storage.exists(job.key("_SUCCESS")):
+            found: dict[str, Any] = json.loads(storage.read(job.key("_SUCCESS")))
+            return found
+        time.sleep(0.2)
+    return None
+
+
+def _write_success(storage: Storage, job: Job) -> dict[str, Any]:
+    tally, parts = _summed(storage, job)
     storage.put(job.key(PARTS), json.dumps(parts).encode())
     counts = tally.summary()
     failed_chunks = failures(storage, job)
@@ -440,24 +568,51 @@ def finalize(storage: Storage, job: Job) -> dict[str, Any] | None:
         "finished": time.time(),
     }
     storage.create(job.key("_SUCCESS"), json.dumps(summary, indent=1).encode())
-    return json.loads(storage.read(job.key("_SUCCESS")))
+    written: dict[str, Any] = json.loads(storage.read(job.key("_SUCCESS")))
+    return written
 
 
-def _part_summaries(storage: Storage, job: Job) -> list[dict[str, Any]]:
-    """Each chunk's part summary, in chunk order: read where written, else made from the part (and kept)."""
-    written = set(storage.list(f"{job.id}/_summaries"))
-
-    def one(chunk: int) -> dict[str, Any]:
-        key = summary_key(job.id, chunk)
-        if key in written:
-            try:
-                found: dict[str, Any] = json.loads(storage.read(key))
-                return found
-            except (FileNotFoundError, ValueError):
-                pass  # made again below
-        made = _part_summary(storage.read(part_key(job.id, chunk)))
-        storage.put(key, json.dumps(made).encode())
-        return made
-
+def _summed(storage: Storage, job: Job) -> tuple[Tally, list[dict[str, Any]]]:
+    """The job's counts and each part's key, rows and sha256, in chunk order: from each group's sum where it was
+    written, else from the group's part summaries (``_summary``)."""
+    groups = range(0, -(-len(job.chunks) // SUMMARY_GROUP))
     with ThreadPoolExecutor(SUMMARY_READERS) as pool:
-        return list(pool.map(one, range(len(job.chunks))))
+        sums = list(pool.map(lambda group: _group_sum(storage, job, group), groups))
+        for group, found in zip(groups, sums):
+            if found is None:
+                first = group * SUMMARY_GROUP
+                chunks = range(first, min(first + SUMMARY_GROUP, len(job.chunks)))
+                summaries = list(pool.map(lambda chunk: _summary(storage, job, chunk), chunks))
+                tally = Tally()
+                for summary in summaries:
+                    tally.merge(Tally.from_dict(summary["tally"]))
+                sums[group] = {"parts": summaries, "tally": tally.as_dict()}
+    tally, parts = Tally(), []
+    for group, found in zip(groups, sums):
+        assert found is not None
+        tally.merge(Tally.from_dict(found["tally"]))
+        parts += [{"key": part_key(job.id, group * SUMMARY_GROUP + n), "rows": p["rows"], "sha256": p["sha256"]}
+                  for n, p in enumerate(found["parts"])]  # fmt: skip
+    return tally, parts
+
+
+def _group_sum(storage: Storage, job: Job, group: int) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = json.loads(storage.read(group_key(job.id, group)))
+        return found
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _summary(storage: Storage, job: Job, chunk: int) -> dict[str, Any]:
+    """A part's summary: read where written (or where it was written before groups), else made from the part
+    (and kept)."""
+    for key in (summary_key(job.id, chunk), _flat_summary_key(job.id, chunk)):
+        try:
+            found: dict[str, Any] = json.loads(storage.read(key))
+            return found
+        except (FileNotFoundError, ValueError):
+            continue
+    made = _part_summary(storage.read(part_key(job.id, chunk)))
+    storage.put(summary_key(job.id, chunk), json.dumps(made).encode())
+    return made

@@ -107,6 +107,10 @@ class Storage(Protocol):
         """The folders at the storage root, sorted: one delimiter listing, not every key under them."""
         ...
 
+    def files(self, folder: str) -> list[str]:
+        """The names of the objects directly in ``folder`` (not in its subfolders), sorted: one delimiter listing."""
+        ...
+
     def list(self, prefix: str) -> list[str]:
         """Keys under ``prefix`` (relative to the storage root), sorted."""
         ...
@@ -201,6 +205,11 @@ class LocalStorage:
     def folders(self) -> list[str]:
         return sorted(p.name for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else []
 
+    def files(self, folder: str) -> list[str]:
+        base = self._path(folder)
+        names = (p.name for p in base.iterdir() if p.is_file()) if base.is_dir() else ()
+        return sorted(name for name in names if not name.startswith(".tmp-"))
+
     def list(self, prefix: str) -> list[str]:
         base = self.root / prefix if prefix else self.root
         if not base.exists():
@@ -276,6 +285,18 @@ class S3Storage:
         config = TransferConfig(multipart_threshold=MULTIPART_BYTES, multipart_chunksize=MULTIPART_BYTES)
         self.client.upload_file(str(path), self.bucket, self._key(key), Config=config)
 
+    def get_file(self, key: str, path: Path) -> None:
+        """The object at ``key`` into the file ``path``, in parts fetched in parallel (a large input)."""
+        from boto3.s3.transfer import TransferConfig
+
+        config = TransferConfig(multipart_threshold=MULTIPART_BYTES, multipart_chunksize=MULTIPART_BYTES)
+        try:
+            self.client.download_file(self.bucket, self._key(key), str(path), Config=config)
+        except self.client.exceptions.ClientError as err:
+            if client_error_code(err)[1] == 404:
+                raise FileNotFoundError(f"{self.uri}/{key} does not exist") from None
+            raise
+
     def exists(self, key: str) -> bool:
         from botocore.exceptions import ClientError
 
@@ -291,6 +312,11 @@ class S3Storage:
         root = f"{self.prefix.rstrip('/')}/" if self.prefix else ""
         pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=root, Delimiter="/")
         return sorted(p["Prefix"][len(root) :].rstrip("/") for page in pages for p in page.get("CommonPrefixes", []))
+
+    def files(self, folder: str) -> list[str]:
+        full = f"{self._key(folder).rstrip('/')}/"
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full, Delimiter="/")
+        return sorted(o["Key"][len(full) :] for page in pages for o in page.get("Contents", []))
 
     def list(self, prefix: str) -> list[str]:
         strip = len(self.prefix) + 1 if self.prefix else 0

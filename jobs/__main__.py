@@ -185,11 +185,15 @@ def main(argv: list[str] | None = None) -> None:
     from contract.spec import SpecError
     from contract.storage import StorageError
     from jobs.api import SubmitError, Unreachable, explain, redis_trouble
-    from jobs.server import SetupError
 
+    told: tuple[type[Exception], ...] = (SpecError, StorageError, FileNotFoundError, SubmitError, Unreachable)
+    if args.command == "serve":  # FastAPI is imported by the server alone: every other verb starts faster
+        from jobs.server import SetupError
+
+        told += (SetupError,)
     try:
         sys.exit(run(args))
-    except (SpecError, StorageError, FileNotFoundError, SubmitError, Unreachable, SetupError) as err:
+    except told as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(1)
     except (RedisError, OperationalError) as err:  # a Redis call no verb names: the broker's or the cache's

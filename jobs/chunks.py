@@ -8,20 +8,38 @@ document over ``max_tokens`` is a chunk of its own (documents are never cut acro
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
+
+
+class Chunker:
+    """Documents' source tokens in, chunk sizes out as chunks close: a corpus is cut as it streams."""
+
+    def __init__(self, *, max_documents: int, max_tokens: int):
+        if max_documents < 1 or max_tokens < 1:
+            raise ValueError(f"chunk limits must be positive, got {max_documents} documents and {max_tokens} tokens")
+        self.max_documents, self.max_tokens = max_documents, max_tokens
+        self._documents = self._tokens = 0
+
+    def add(self, tokens: int) -> int | None:
+        """The size of the chunk that a document of ``tokens`` closes (it starts the next one), or None."""
+        closed = None
+        if self._documents and (self._documents >= self.max_documents or self._tokens + tokens > self.max_tokens):
+            closed, self._documents, self._tokens = self._documents, 0, 0
+        self._documents += 1
+        self._tokens += tokens
+        return closed
+
+    def last(self) -> int | None:
+        """The size of the chunk still open once every document is in (None if there were none)."""
+        closed, self._documents, self._tokens = self._documents or None, 0, 0
+        return closed
 
 
 def plan_chunks(tokens: Sequence[int], *, max_documents: int, max_tokens: int) -> list[range]:
     """Consecutive ranges of document indices covering ``tokens`` (each document's source tokens) once, in order."""
-    if max_documents < 1 or max_tokens < 1:
-        raise ValueError(f"chunk limits must be positive, got {max_documents} documents and {max_tokens} tokens")
-    chunks: list[range] = []
-    start, total = 0, 0
-    for index, count in enumerate(tokens):
-        if index > start and (index - start >= max_documents or total + count > max_tokens):
-            chunks.append(range(start, index))
-            start, total = index, 0
-        total += count
-    if start < len(tokens):
-        chunks.append(range(start, len(tokens)))
-    return chunks
+    chunker = Chunker(max_documents=max_documents, max_tokens=max_tokens)
+    sizes = [size for count in tokens if (size := chunker.add(count)) is not None]
+    sizes += [last] if (last := chunker.last()) is not None else []
+    starts = list(itertools.accumulate(sizes, initial=0))
+    return [range(start, start + size) for start, size in zip(starts, sizes)]

@@ -55,7 +55,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
-from contract.job import MANIFEST, check_job_id, list_jobs, part_key, read_job
+from contract.job import MANIFEST, check_job_id, part_key, read_job
 from contract.settings import PRIORITY_STEPS
 from contract.spec import JobSpec, SpecError
 from contract.storage import StorageError, open_storage
@@ -331,17 +331,13 @@ def create_app(settings: Settings) -> FastAPI:
         page_size: int = Query(50, ge=1, le=500),
         page_token: str | None = Query(None, description="next_page_token of the page before"),
     ) -> JobPage:
-        output = settings.team_output(team)
+        from jobs import api
+
+        keep = lambda s: (state is None or s.state == state) and (name is None or s.name == name)
         with _calls():
-            ids = [i for i in sorted(list_jobs(open_storage(output))) if page_token is None or i > page_token]
-            found: list[dict[str, Any]] = []
-            for job_id in ids:
-                if len(found) == page_size:
-                    return JobPage(jobs=found, next_page_token=found[-1]["id"])
-                status = _status(job_id, output)
-                if (state is None or status["state"] == state) and (name is None or status.get("name") == name):
-                    found.append(status)
-        return JobPage(jobs=found)
+            found = api.jobs(settings.team_output(team), after=page_token, keep=keep, limit=page_size + 1)
+        listed = [json.loads(api.as_json(s)) for s in found[:page_size]]
+        return JobPage(jobs=listed, next_page_token=listed[-1]["id"] if len(found) > page_size else None)
 
     @app.get("/v1/jobs/{job_id}", responses=ERRORS, tags=["jobs"])
     def job(job_id: str, team: str = Depends(team_of)) -> dict[str, Any]:
@@ -455,12 +451,10 @@ def _admission(team: str, output: str, limits: TeamLimits) -> Callable[[int], No
         return None
 
     def admit(documents: int) -> None:
-        storage = open_storage(output)
-        queued = 0
-        for job_id in list_jobs(storage):
-            status = _status(job_id, output)
-            if status["state"] in ("submitting", "running"):
-                queued += status["documents"] - status["done"]
+        from jobs import api
+
+        unfinished = api.jobs(output, keep=lambda s: s.state in ("submitting", "running"))
+        queued = sum(s.documents - s.done for s in unfinished)
         if queued + documents > cap:
             raise Refused(429, "too_many_documents", f"your team has {queued:,} documents queued and may have "
                           f"{cap:,}: this job's {documents:,} must wait until earlier jobs end")  # fmt: skip

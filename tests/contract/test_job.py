@@ -7,16 +7,21 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from contract.job import (
     Document,
     Job,
     chunk_ids,
     decode_documents,
+    documents_table,
     done_chunks,
     encode_documents,
     encode_ids,
     failures,
     finalize,
+    forget_summaries,
+    group_key,
     input_key,
     part_key,
     read_own,
@@ -25,6 +30,7 @@ from contract.job import (
     write_job,
     write_part,
 )
+from contract.parquet import parquet_bytes
 from contract.rows import Row, encode_rows
 from contract.spec import JobSpec
 from contract.storage import LocalStorage
@@ -47,31 +53,40 @@ def test_parts_and_failures_of_chunks_the_job_does_not_have_are_ignored(tmp_path
     assert result_keys(storage, job) == [part_key(job.id, 0), part_key(job.id, 1)]
 
 
-def test_inputs_of_a_job_submitted_before_they_ended_in_pq_are_still_read(tmp_path: Path) -> None:
+@pytest.mark.parametrize("older", [".pq", ".parquet"])
+def test_inputs_of_jobs_submitted_before_they_were_arrow_files_are_still_read(tmp_path: Path, older: str) -> None:
     storage = LocalStorage(tmp_path)
     job = Job("job-2", JobSpec("job", ["in.jsonl"], "out", "a"), "id", [1])
     write_job(storage, job)
-    documents = [Document("d", "Tom has 3 apples.")]
-    storage.put(f"{job.id}/_inputs/chunk-00000.parquet", encode_documents(documents))  # the old name
-    storage.put(f"{job.id}/_inputs/ids.parquet", encode_ids([documents]))
-    assert input_key(job.id, 0).endswith(".pq")  # out of any *.parquet glob of the job's folder
+    documents = [Document("d", "Tom has 3 apples.", language="en")]
+    storage.put(f"{job.id}/_inputs/chunk-00000{older}", parquet_bytes(documents_table(documents)))  # as then
+    storage.put(f"{job.id}/_inputs/ids{older}", encode_ids([documents]))
+    assert input_key(job.id, 0).endswith(".arrow")  # out of any *.parquet glob of the job's folder
     assert decode_documents(read_own(storage, input_key(job.id, 0))) == documents
     assert chunk_ids(storage, job, 0) == ["d"]
+    storage.put(input_key(job.id, 0), encode_documents(documents))
+    assert storage.read(input_key(job.id, 0)).startswith(b"ARROW1")
+    assert decode_documents(read_own(storage, input_key(job.id, 0))) == documents
 
 
-def test_finalize_sums_the_parts_summaries_and_keeps_success_small(tmp_path: Path) -> None:
-    """finalize reads each part's summary, never the part (a part damaged after its summary was written still
-    counts as written); a summary that is missing is made again from its part; the parts' list goes to
-    ``_parts.json``, not ``_SUCCESS``."""
+@pytest.mark.parametrize("group_summed", [True, False])
+def test_finalize_sums_the_parts_summaries_and_keeps_success_small(tmp_path: Path, group_summed: bool) -> None:
+    """finalize reads the sum of each group of summaries (written with the group's last part), or the group's part
+    summaries where it is missing, never the parts (a part damaged after its summary was written still counts as
+    written); a summary that is missing is made again from its part; the parts' list goes to ``_parts.json``, not
+    ``_SUCCESS``."""
     storage = LocalStorage(tmp_path)
     job = Job("job-3", JobSpec("job", ["in.jsonl"], "out", "a"), "id", [2, 1, 1])
     write_job(storage, job)
     ok = Row(job.id, "d", "Hi.", "你好。", "ok", None, ["cleaned"], [], "a", source_language="en", target_language="zh")
     error = Row.failed(job.id, "a", "e", "its input is gone", target="zh")
     for chunk, rows in enumerate([[ok, replace(ok, id="d2")], [error], [replace(ok, id="d3")]]):
+        assert not storage.exists(group_key(job.id, 0))  # not before the group's last part
         assert write_part(storage, job, chunk, rows) and not write_part(storage, job, chunk, rows)  # once
+    assert storage.exists(group_key(job.id, 0))
     storage.put(part_key(job.id, 1), b"damaged after its summary was written")
-    storage.delete(summary_key(job.id, 2))
+    if not group_summed:
+        forget_summaries(storage, job, 2)
     summary = finalize(storage, job)
     assert summary is not None and summary["state"] == "completed_with_errors" and summary["documents"] == 4
     assert summary["statuses"]["ok"] == 3 and summary["statuses"]["error"] == 1

@@ -11,7 +11,7 @@ from pathlib import Path
 import redis
 from celery import Celery
 
-from contract.job import part_key, summary_key
+from contract.job import group_key, input_key, part_key, summary_key
 from contract.storage import open_storage
 from tests.jobs.conftest import assert_each_id_once, jobs_cli, metric, output_rows, queued, submit, wait
 from tests.services import free_port, wait_for
@@ -47,9 +47,10 @@ def test_rogue_messages_are_dropped_and_the_job_ends(tmp_path, services, demo_ar
     storage = open_storage(output)
     assert sorted(storage.list(job_id)) == sorted(
         [f"{job_id}/{name}" for name in ("_job.json", "_ENQUEUED", "_SUCCESS", "_parts.json", "_inputs/ids.pq")]
-        + [f"{job_id}/_inputs/chunk-{n:05d}.pq" for n in range(3)]
+        + [input_key(job_id, n) for n in range(3)]
         + [part_key(job_id, n) for n in range(3)]
         + [summary_key(job_id, n) for n in range(3)]
+        + [group_key(job_id, 0)]
     )  # no part, no summary, no failure of a chunk that does not exist
     assert not Path("/etc", job_id).exists() and not Path("/etc/passwd/", job_id).exists()
     assert max(len(key) for key in client.scan_iter()) < 1000  # the 8 MB id named no key

@@ -28,6 +28,7 @@ from worker.engine.artifact import Artifact
 
 SOURCE_LANGUAGE = "source_language"  # the slot a source-language token fills in a framing template
 SPIECE_UNDERLINE = "\u2581"
+ENCODE_THREADS = 2  # sentencepiece threads of one ``lengths`` call (a submit's token counts, beside its other work)
 ESCAPED_BYTES = range(0xDC80, 0xDD00)  # where Python's surrogateescape keeps bytes that were not UTF-8
 
 
@@ -75,6 +76,7 @@ class TextCodec(Protocol):
 
     def encode(self, text: str) -> list[int]: ...
     def encode_many(self, texts: list[str]) -> list[list[int]]: ...
+    def lengths(self, texts: list[str]) -> list[int]: ...
     def decode(self, ids: Sequence[int]) -> str: ...
     def target_pieces(self, text: str) -> list[str]: ...
     def piece_id(self, piece: str) -> int | None: ...
@@ -102,6 +104,9 @@ class FastCodec:
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         return [list(e.ids) for e in self.rust.encode_batch(texts, add_special_tokens=False)]
+
+    def lengths(self, texts: list[str]) -> list[int]:
+        return [len(e) for e in self.rust.encode_batch(texts, add_special_tokens=False)]
 
     def target_pieces(self, text: str) -> list[str]:
         return list(self.rust.encode(text, add_special_tokens=False).tokens)
@@ -154,6 +159,20 @@ class PieceCodec:
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         return [self.encode(t) for t in texts]
+
+    def lengths(self, texts: list[str]) -> list[int]:
+        """How many ids each text encodes to: texts with no added token (nearly all) in one sentencepiece call,
+        on its threads, the others one by one."""
+        if not self._has_added("\0".join(texts)):  # no token holds a NUL: one look at the whole batch
+            return [len(ids) for ids in self.source.encode(texts, num_threads=ENCODE_THREADS)]
+        plain = [not self._has_added(t) for t in texts]
+        counted = iter(self.source.encode([t for t, p in zip(texts, plain) if p], num_threads=ENCODE_THREADS))
+        return [len(next(counted)) if p else len(self.encode(t)) for t, p in zip(texts, plain)]
+
+    def _has_added(self, text: str) -> bool:
+        """Whether ``text`` holds an added token or a Marian target tag (at its start, or after a NUL)."""
+        marian_language = self.style == "marian" and (text.startswith(">>") or "\0>>" in text)
+        return marian_language or (self._splitter is not None and self._splitter.search(text) is not None)
 
     def _added_id(self, content: str) -> int:
         return next(i for i, t in self.added.items() if t["content"] == content)
@@ -357,11 +376,14 @@ class Tokenizer:
         framing = self.default
         extra = len(framing.prefix_ids) + len(framing.suffix_ids)
         counts: list[int] = []
-        for text in texts:
-            _check(text)
+        try:
+            "".join(texts).encode("utf-8")  # one look: only a text with a lone surrogate fails
+        except UnicodeEncodeError:
+            for text in texts:
+                _check(text)
         for start in range(0, len(texts), batch):
             chunk = [framing.text_prefix + t for t in texts[start : start + batch]]
-            counts += [len(ids) + extra for ids in self.codec.encode_many(chunk)]
+            counts += [n + extra for n in self.codec.lengths(chunk)]
         return counts
 
     def decode(self, ids: Sequence[int]) -> str:

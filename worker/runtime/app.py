@@ -65,8 +65,10 @@ app.conf.update(
     redbeat_redis_url=settings.CACHE_URL,
     redbeat_redis_options={"socket_timeout": settings.REDIS_TIMEOUT, "socket_connect_timeout": settings.REDIS_TIMEOUT},
     redbeat_lock_timeout=300,  # seconds a dead beat's lock outlives it before another beat takes over
-    worker_send_task_events=True,  # Flower and the event monitor see tasks
-    task_send_sent_event=True,
+    worker_send_task_events=True,  # Flower and the event monitor see tasks once a worker receives them
+    # No "task-sent" event per message: a submit of 1M documents would publish 15,625 of them beside its chunk
+    # messages (twice the broker round trips); the queue's depth is what counts the messages not yet received.
+    task_send_sent_event=False,
     worker_consumer="worker.runtime.messages:Consumer",  # a message that is not a task: one line, counted, dropped
 )
 
