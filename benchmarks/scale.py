@@ -4,6 +4,7 @@ short documents, on a local output or moto's S3 server, with a throwaway Redis a
     python -m benchmarks.scale                                    # 10k, 100k, 1M documents, local output
     python -m benchmarks.scale --documents 1000000 10000000 --s3  # on moto's S3 server
     python -m benchmarks.scale --documents 1000000 --vs /tmp/old  # submit paired against another checkout
+    python -m benchmarks.scale --documents 10000000 --no-finalize # 10M: submit, status and cancel only
 
 Each step runs as its own process (``python -m jobs ...``, as a user runs it): its wall time, CPU time (user +
 system) and peak resident memory come from ``wait4``; Redis's memory is read before and after the submit. A
@@ -101,6 +102,10 @@ def place(s3: bool) -> Iterator[Place]:
     redis = RedisServer().start()
     server = None
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FANYI_BROKER_URL": redis.url, "FANYI_CACHE_URL": redis.url}
+    from contract import cache, settings
+
+    settings.BROKER_URL = settings.CACHE_URL = redis.url  # what this process finalizes and lists with, too
+    cache.cache.cache_clear()
     try:
         if s3:
             from tests.services import S3_ENV, S3Server
@@ -154,19 +159,21 @@ def paired(where: Place, documents: int, other: Path, rounds: int) -> None:
     print(f"median: this checkout's submit {statistics.median(ratios):.2f}x faster than {other}'s", flush=True)
 
 
-def measure(where: Place, documents: int) -> None:
+def measure(where: Place, documents: int, finalizing: bool) -> None:
     job_id = f"scale-{documents}"
     submitted, redis_mib = submit(where, documents, job_id)
     print(f"  submit    {submitted.line()}, Redis +{redis_mib:.1f} MiB", flush=True)
     print(f"  status    {run(['status', job_id], where.env).line()}", flush=True)
     cancelled = run(["cancel", job_id], where.env)
     print(f"  cancel    {cancelled.line()}, messages left queued: {where.queued():,}", flush=True)
+    if not finalizing:
+        return
     run(["resume", job_id], where.env)
     seconds = _write_parts(where, job_id)
+    print(f"  finalize  {_finalized(where, job_id)} (in process; parts written in {seconds:.0f} s)", flush=True)
     finalized = run(["status", job_id], where.env)
     assert "succeeded" in finalized.output, finalized.output
-    print(f"  finalize  {finalized.line()} (status that finalizes; parts written in {seconds:.0f} s)", flush=True)
-    print(f"  status    {run(['status', job_id], where.env).line()} (once finalized)", flush=True)
+    print(f"  status    {finalized.line()} (once finalized)", flush=True)
 
 
 def _write_parts(where: Place, job_id: str) -> float:
@@ -191,11 +198,39 @@ def _write_parts(where: Place, job_id: str) -> float:
     return time.perf_counter() - started
 
 
+def _finalized(where: Place, job_id: str) -> str:
+    """One finalize of the job, timed in this process (what the task that writes the last part runs)."""
+    from contract.job import finalize, read_job
+    from contract.storage import open_storage
+
+    storage = open_storage(where.output)
+    job = read_job(storage, job_id)
+    started, cpu = time.perf_counter(), time.process_time()
+    summary = finalize(storage, job)
+    assert summary is not None and summary["documents"] == job.documents
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return f"{wall:6.2f} s wall, {cpu:6.2f} s CPU, _SUCCESS {len(storage.read(job.key('_SUCCESS'))):,} bytes"
+
+
 def listing(where: Place) -> None:
-    """``jobs list`` over ``LISTED_JOBS`` small jobs, one in three finished."""
+    """``jobs list`` over ``LISTED_JOBS`` jobs of 10 documents (every third one finished): the listing in this
+    process (as the API server runs it), and the CLI."""
+    from jobs import api
+
+    submitted = []
     for n in range(LISTED_JOBS):
-        run(["submit", str(spec_file(where, 10, name=f"listed{n}")), "--job-id", f"listed-{n:03d}"], where.env)
-    print(f"  list      {run(['list'], where.env).line()} ({LISTED_JOBS} jobs)", flush=True)
+        job_id = f"listed-{n:03d}"
+        run(["submit", str(spec_file(where, 10, name=f"listed{n}")), "--job-id", job_id], where.env)
+        submitted.append(job_id)
+    for job_id in submitted[::3]:
+        _write_parts(where, job_id)
+        _finalized(where, job_id)
+    started, cpu = time.perf_counter(), time.process_time()
+    listed = api.jobs(where.output)
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    assert len(listed) == LISTED_JOBS and sum(s.state == "succeeded" for s in listed) == len(submitted[::3])
+    print(f"  list      {wall:6.2f} s wall, {cpu:6.2f} s CPU (in process, {LISTED_JOBS} jobs)", flush=True)
+    print(f"  list      {run(['list'], where.env).line()} (the CLI)", flush=True)
 
 
 def main() -> None:
@@ -206,6 +241,7 @@ def main() -> None:
     parser.add_argument("--vs", type=Path, help="only the submit, paired against the checkout at this path")
     parser.add_argument("--rounds", type=int, default=3, help="pairs of rounds with --vs (default 3)")
     parser.add_argument("--list", action="store_true", help="also time `jobs list` over 100 jobs")
+    parser.add_argument("--no-finalize", action="store_true", help="skip writing every part and finalizing")
     args = parser.parse_args()
     ensure_artifact()
     for documents in args.documents:
@@ -215,7 +251,7 @@ def main() -> None:
             if args.vs:
                 paired(where, documents, args.vs.resolve(), args.rounds)
             else:
-                measure(where, documents)
+                measure(where, documents, finalizing=not args.no_finalize)
     if args.list:
         with place(args.s3) as where:
             listing(where)

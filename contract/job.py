@@ -2,7 +2,8 @@
 
     <output>/<job id>/_job.json                     the manifest: spec, artifact ids, chunk sizes
     <output>/<job id>/_head.json                    what a listing shows of it: name, team, created, sizes (small)
-    <output>/<job id>/_inputs/chunk-00017.arrow     the documents of chunk 17 (id, text, error, language), Arrow IPC
+    <output>/<job id>/_inputs/chunks-00001.arrow    chunk inputs 16 to 31 (their documents: id, text, error, language),
+                                                    one Arrow record batch each (``Job.input_files``: where each starts)
     <output>/<job id>/_inputs/ids.pq                every document's id and chunk (for a chunk lost later)
     <output>/<job id>/_glossary.tsv                 the spec's glossary, copied at submit (its suffix kept)
     <output>/<job id>/_ENQUEUED                     every chunk was enqueued once: the job is running
@@ -18,10 +19,11 @@
 Everything but the parts starts with ``_``, which pyarrow, pandas and Spark skip when they read a folder,
 and the job's own files end in ``.pq`` (its id list) or ``.arrow`` (chunk inputs), so a ``*.parquet`` glob (duckdb,
 polars) of the job's folder matches the results only: ``<output>/<job id>``, ``<output>/<job id>/**/*.parquet`` and
-``<output>/*/parts/*.parquet`` each read as one table. Chunk inputs are Arrow IPC files, not Parquet: a submit
-writes one per 64 documents, and a small IPC file takes a quarter of a Parquet file's time to write. Jobs submitted
-earlier kept their chunk inputs in ``.pq`` files (and before that ``.parquet``); workers still read those
-(``read_own``).
+``<output>/*/parts/*.parquet`` each read as one table. Chunk inputs are Arrow IPC files of up to ``FILE_CHUNKS``
+chunk inputs (and about ``FILE_BYTES``) each, not one Parquet file per 64 documents: a submit of a million documents
+writes 977 objects, not 15,625 (a small Parquet file takes four times an IPC file's time to write, and each object
+on S3 is a request), and a worker reads one batch of one file. Jobs submitted earlier kept each chunk input in a
+file of its own (``chunk-00017.pq``, and before that ``.parquet``); workers still read those (``read_input``).
 
 A job's state comes from these alone: ``submitting`` (no ``_ENQUEUED`` yet: enqueueing broke off,
 ``jobs resume`` completes it), ``running``, ``cancelled``, and at the end (``_SUCCESS``)
@@ -37,6 +39,7 @@ change afterwards, and ``resume`` needs nothing but this prefix.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import json
@@ -64,6 +67,8 @@ PARTS = "_parts.json"  # each part's key, rows and sha256, listed by finalize
 SUMMARY_READERS = 16  # part summaries finalize reads at once (S3: one GET each)
 FINALIZE_WAIT = 120.0  # seconds one finalizer holds the job's lock, and another waits for its _SUCCESS at most
 SUMMARY_GROUP = 100  # parts whose summaries are summed into one file by the worker that writes the last of them
+FILE_CHUNKS = 16  # chunk inputs a submit writes to one input file at most ...
+FILE_BYTES = 8 << 20  # ... and about this many bytes of them (a chunk's task reads the whole file)
 COMPACTED = "_COMPACTED"  # which chunks each compacted file holds (``jobs compact``)
 
 
@@ -84,6 +89,7 @@ class Job:
     artifact_ids: dict[str, str] = field(default_factory=dict)  # each artifact's path -> its id
     glossary_sha256: str | None = None  # of the spec's glossary as submitted (its copy: ``glossary_key``)
     team: str | None = None  # who submitted it over HTTP (``jobs.server``); None from the CLI
+    input_files: list[int] = field(default_factory=list)  # each input file's first chunk input (none: one per file)
 
     @property
     def input_chunks(self) -> int:
@@ -93,6 +99,14 @@ class Job:
     def input_chunk(self, chunk: int) -> int:
         """The chunk input that chunk ``chunk`` translates."""
         return chunk % self.input_chunks
+
+    def input_file(self, number: int) -> tuple[str, int | None]:
+        """Where chunk input ``number`` is: the file's key and its record batch there (None: the whole file, as in
+        jobs submitted before input files held several)."""
+        if not self.input_files:
+            return input_key(self.id, number), None
+        file = bisect.bisect_right(self.input_files, number) - 1
+        return self.key(f"_inputs/chunks-{file:05d}.arrow"), number - self.input_files[file]
 
     def target(self, chunk: int) -> str | None:
         """The language chunk ``chunk`` translates into (None: the one its model writes)."""
@@ -237,17 +251,25 @@ def write_part(storage: Storage, job: Job, chunk: int, rows: Sequence[Row]) -> b
 
 def _sum_group(storage: Storage, job: Job, group: int) -> None:
     """Sum a group's summaries into its file once every one is written (two writers may both do it, alike)."""
-    first = group * SUMMARY_GROUP
-    chunks = range(first, min(first + SUMMARY_GROUP, len(job.chunks)))
+    chunks = _group_chunks(job, group)
     if len(storage.list(f"{job.id}/_summaries/{group:05d}/")) < len(chunks):
         return
     with ThreadPoolExecutor(SUMMARY_READERS) as pool:
         summaries = list(pool.map(lambda chunk: json.loads(storage.read(summary_key(job.id, chunk))), chunks))
+    storage.put(group_key(job.id, group), json.dumps(_sum(summaries)).encode())
+
+
+def _group_chunks(job: Job, group: int) -> range:
+    first = group * SUMMARY_GROUP
+    return range(first, min(first + SUMMARY_GROUP, len(job.chunks)))
+
+
+def _sum(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Part summaries summed: each one's rows and sha256, in order, and their counts merged."""
     tally = Tally()
     for summary in summaries:
         tally.merge(Tally.from_dict(summary["tally"]))
-    parts = [{"rows": summary["rows"], "sha256": summary["sha256"]} for summary in summaries]
-    storage.put(group_key(job.id, group), json.dumps({"parts": parts, "tally": tally.as_dict()}).encode())
+    return {"parts": [{"rows": s["rows"], "sha256": s["sha256"]} for s in summaries], "tally": tally.as_dict()}
 
 
 def forget_summaries(storage: Storage, job: Job, chunk: int) -> None:
@@ -357,7 +379,8 @@ def documents_schema() -> Any:
 
 
 def encode_documents(documents: Sequence[Document]) -> bytes:
-    return encode_inputs(documents_table(documents))
+    """One chunk input as a file of its own."""
+    return encode_inputs([documents_table(documents)])
 
 
 def documents_table(documents: Iterable[Document]) -> Any:
@@ -369,14 +392,30 @@ def documents_table(documents: Iterable[Document]) -> Any:
     return pa.table([pa.array(c, pa.string()) for c in columns], schema=documents_schema())
 
 
-def encode_inputs(table: Any) -> bytes:
-    """A chunk input: a table of ``documents_schema`` as an Arrow IPC file."""
+def encode_inputs(chunks: Sequence[Any]) -> bytes:
+    """An input file: chunk inputs (tables of ``documents_schema``) as an Arrow IPC file, one record batch each."""
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
+    with pa.ipc.new_file(sink, documents_schema()) as writer:
+        for chunk in chunks:
+            writer.write_batch(chunk.combine_chunks().to_batches()[0])
     return bytes(sink.getvalue())
+
+
+def read_input(storage: Storage, job: Job, number: int) -> tuple[bytes, int | None]:
+    """The input file that holds chunk input ``number``, and its record batch there (None: the whole file, in a job
+    submitted before input files held several); ``decode_input`` reads its documents."""
+    key, batch = job.input_file(number)
+    return read_own(storage, key), batch
+
+
+def decode_input(data: bytes, batch: int | None) -> list[Document]:
+    import pyarrow as pa
+
+    if batch is None:
+        return decode_documents(data)
+    return decode_table(pa.Table.from_batches([pa.ipc.open_file(pa.BufferReader(data)).get_batch(batch)]))
 
 
 def decode_documents(data: bytes) -> list[Document]:
@@ -527,9 +566,11 @@ def _finalizing(job: Job) -> Iterator[bool]:
     from contract import cache
 
     key = cache.FINALIZE_LOCK.format(job=job.id)
+    from redis.exceptions import RedisError
+
     try:
-        mine = bool(cache.cache().set(key, "1", nx=True, ex=FINALIZE_WAIT))
-    except Exception:  # noqa: BLE001 - no Redis: callers race, and _SUCCESS is still created once
+        mine = bool(cache.cache().set(key, "1", nx=True, px=int(FINALIZE_WAIT * 1000)))
+    except (RedisError, OSError):  # no Redis: callers race, and _SUCCESS is still created once
         mine, key = True, ""
     try:
         yield mine
@@ -577,19 +618,11 @@ def _summed(storage: Storage, job: Job) -> tuple[Tally, list[dict[str, Any]]]:
     written, else from the group's part summaries (``_summary``)."""
     groups = range(0, -(-len(job.chunks) // SUMMARY_GROUP))
     with ThreadPoolExecutor(SUMMARY_READERS) as pool:
-        sums = list(pool.map(lambda group: _group_sum(storage, job, group), groups))
-        for group, found in zip(groups, sums):
-            if found is None:
-                first = group * SUMMARY_GROUP
-                chunks = range(first, min(first + SUMMARY_GROUP, len(job.chunks)))
-                summaries = list(pool.map(lambda chunk: _summary(storage, job, chunk), chunks))
-                tally = Tally()
-                for summary in summaries:
-                    tally.merge(Tally.from_dict(summary["tally"]))
-                sums[group] = {"parts": summaries, "tally": tally.as_dict()}
+        written = list(pool.map(lambda group: _group_sum(storage, job, group), groups))
+        each = lambda group: list(pool.map(lambda c: _summary(storage, job, c), _group_chunks(job, group)))
+        sums = [found if found is not None else _sum(each(group)) for group, found in zip(groups, written)]
     tally, parts = Tally(), []
     for group, found in zip(groups, sums):
-        assert found is not None
         tally.merge(Tally.from_dict(found["tally"]))
         parts += [{"key": part_key(job.id, group * SUMMARY_GROUP + n), "rows": p["rows"], "sha256": p["sha256"]}
                   for n, p in enumerate(found["parts"])]  # fmt: skip

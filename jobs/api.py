@@ -183,7 +183,7 @@ def submit(
     sizes = plan.sizes * len(spec.targets)  # chunk c: input c mod N into target c div N
     sha256 = hashlib.sha256(glossary).hexdigest() if glossary is not None else None
     job = Job(job_id, spec, artifact_ids[spec.paths[0]], sizes, bad_rows=plan.bad_rows, artifact_ids=artifact_ids,
-              glossary_sha256=sha256, team=team)  # fmt: skip
+              glossary_sha256=sha256, team=team, input_files=plan.input_files)  # fmt: skip
     if glossary is not None:
         _guard_storage(job_id, lambda: storage.put(glossary_key(job), glossary))
     _guard_storage(job_id, lambda: write_job(storage, job))
@@ -474,7 +474,8 @@ def status(job_id: str, output: str | None = None) -> JobStatus:
 def _status(storage: Storage, job_id: str, output: str) -> JobStatus:
     job = read_job(storage, job_id)
     summary = finalize(storage, job)  # a finalizer: the last task may have died before writing _SUCCESS
-    done = done_chunks(storage, job)  # after: a part written meanwhile is counted with the state it makes
+    # After finalize: a part written meanwhile is counted with the state it makes; an ended job has every part.
+    done = set(range(len(job.chunks))) if summary else done_chunks(storage, job)
     state = job_state(storage, job, summary)
     if state == "cancelled" and _chunks_running(output, job_id, started_before=_cancelled_at(storage, job)):
         state = "cancelling"  # chunks under way since before the cancel still write their parts
@@ -484,11 +485,13 @@ def _status(storage: Storage, job_id: str, output: str) -> JobStatus:
         counts = _stored_counts(storage, job)  # nothing written yet, or a job that stopped: storage says, once
     # The rate over the time the job advanced, not since submission: it does not fall while a job stands
     # still (cancelled, stalled), and the ETA of a stall is replaced by how long it has stood.
-    last = (storage.newest(f"{job.id}/parts") or job.created) if done else job.created
-    advanced = summary["finished"] if summary else last
+    if summary:  # an ended job: its end is written, no part need be looked at
+        advanced = summary["finished"]
+    else:
+        advanced = (storage.newest(f"{job.id}/parts") or job.created) if done else job.created
     rate = documents_done / max(1e-9, advanced - job.created) if documents_done else 0.0
     failed = summary["failed_chunks"] if summary else {str(c): r for c, r in failures(storage, job).items()}
-    stalled = _stalled_for(job, last, len(done)) if state == "running" else None
+    stalled = _stalled_for(job, advanced, len(done)) if state == "running" else None
     return JobStatus(
         job.id, state, job.documents, documents_done, counts.errors, len(job.chunks), len(done), rate, output,
         counts.partial, counts.flags, failed, counts.windows, counts.reused_windows, stalled, None, counts.languages,

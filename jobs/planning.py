@@ -1,10 +1,10 @@
 """A job's corpus streamed into chunk inputs at submit, in memory bounded by a constant, not by the corpus.
 
 Documents are read and checked as they are parsed (``jobs.inputs``), their tokens counted a batch at a time (the
-counts cut the chunks: ``jobs.chunks``), and each chunk's input is written the moment it closes, ``WRITERS`` at
-once with at most ``WAITING`` more queued behind them. Every id goes to the job's id list (a local Parquet file,
-stored once complete) and to ``UniqueIds`` (a hash and a position on disk). So a submit holds a batch of
-documents and the chunks being written, whatever the corpus's size.
+counts cut the chunks: ``jobs.chunks``), and chunk inputs are written as they close, ``FILE_CHUNKS`` to an input
+file, ``WRITERS`` files at once with at most ``WAITING`` more queued behind them. Every id goes to the job's id list
+(a local Parquet file, stored once complete) and to ``UniqueIds`` (a hash and a position on disk). So a submit holds
+a batch of documents and the files being written, whatever the corpus's size.
 
 Nothing is enqueued before the whole corpus has been read: the manifest that the chunk messages need names
 every chunk's size, and a job must not start that may still be refused. A job refused on the way (a bad row with
@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from contract.job import encode_inputs, ids_key, input_key
+from contract.job import FILE_BYTES, FILE_CHUNKS, encode_inputs, ids_key
 from contract.spec import JobSpec, SpecError
 from contract.storage import Storage
 from jobs.chunks import Chunker
@@ -40,8 +40,8 @@ from jobs.inputs import Corpus, UniqueIds
 if TYPE_CHECKING:
     from worker.engine.tokenizer import Tokenizer
 
-WRITERS = 2  # chunk inputs written at once (each is one PUT on S3)
-WAITING = 64  # closed chunks queued behind them: what bounds a submit's memory
+WRITERS = 8  # chunk inputs written at once (on S3 each is a PUT: a round trip)
+WAITING = 8  # input files queued behind them: what bounds a submit's memory
 COUNTED_AT_ONCE = 1024  # documents whose tokens are counted in one call
 PROGRESS_EVERY = 2.0  # seconds between progress lines
 ID_ROWS = 65_536  # ids per row group of the id list: the id at a position is read back from one
@@ -52,6 +52,7 @@ class Plan:
     """What a submit read: each chunk input's documents, in order, and what it found."""
 
     sizes: list[int] = field(default_factory=list)
+    input_files: list[int] = field(default_factory=list)  # each input file's first chunk input
     documents: int = 0
     bad_rows: int = 0
     tokens: int = 0
@@ -83,6 +84,7 @@ def write_inputs(
                         writer.write(len(plan.sizes), chunk)
                         plan.sizes.append(chunk.num_rows)
                     progress.tick(writer.written)
+            plan.input_files = writer.files
             ids.close()
             if (repeat := unique.first_repeat(ids.id_at)) is not None:
                 first, second = repeat
@@ -134,34 +136,50 @@ def _rebatched(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
 
 
 class ChunkWriter:
-    """Chunk inputs written on ``WRITERS`` threads; ``write`` waits while ``WAITING`` are queued. The first write
-    that failed is raised by the next ``write`` or on leaving the block."""
+    """Chunk inputs gathered into input files of ``FILE_CHUNKS`` (or about ``FILE_BYTES``), each written on one of
+    ``WRITERS`` threads; ``write`` waits while ``WAITING`` files are queued. The first write that failed is raised
+    by the next ``write`` or on leaving the block. ``files``: each file's first chunk input (``Job.input_files``)."""
 
     def __init__(self, storage: Storage, job_id: str):
         self.storage, self.job_id, self.written = storage, job_id, 0
+        self.files: list[int] = []
         self._pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="chunk-input")
         self._room = threading.BoundedSemaphore(WRITERS + WAITING)
-        self._pending: deque[Future[None]] = deque()
+        self._pending: deque[tuple[Future[None], int]] = deque()
+        self._gathered: list[pa.Table] = []
 
     def __enter__(self) -> ChunkWriter:
         return self
 
     def __exit__(self, *failed: Any) -> None:
+        if failed[0] is None and self._gathered:
+            self._send()
         self._pool.shutdown(wait=True, cancel_futures=failed[0] is not None)
         if failed[0] is None:
             self._settle(all_of_them=True)
 
     def write(self, number: int, documents: pa.Table) -> None:
+        """Chunk input ``number`` (the one after the last)."""
+        if not self._gathered:
+            self.files.append(number)
+        self._gathered.append(documents)
+        if len(self._gathered) >= FILE_CHUNKS or sum(t.nbytes for t in self._gathered) >= FILE_BYTES:
+            self._send()
+
+    def _send(self) -> None:
         self._settle()
         self._room.acquire()
-        future = self._pool.submit(self.storage.put, input_key(self.job_id, number), encode_inputs(documents))
+        key = f"{self.job_id}/_inputs/chunks-{len(self.files) - 1:05d}.arrow"
+        future = self._pool.submit(self.storage.put, key, encode_inputs(self._gathered))
         future.add_done_callback(lambda _: self._room.release())
-        self._pending.append(future)
+        self._pending.append((future, len(self._gathered)))
+        self._gathered = []
 
     def _settle(self, all_of_them: bool = False) -> None:
-        while self._pending and (all_of_them or self._pending[0].done()):
-            self._pending.popleft().result()  # raises the write's error
-            self.written += 1
+        while self._pending and (all_of_them or self._pending[0][0].done()):
+            future, chunks = self._pending.popleft()
+            future.result()  # raises the write's error
+            self.written += chunks
 
 
 class IdList:

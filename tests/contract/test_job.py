@@ -96,3 +96,32 @@ def test_finalize_sums_the_parts_summaries_and_keeps_success_small(tmp_path: Pat
     assert [(p["key"], p["rows"]) for p in parts] == [(part_key(job.id, c), n) for c, n in enumerate([2, 1, 1])]
     assert storage.exists(summary_key(job.id, 2))  # made again, and kept
     assert len(storage.read(f"{job.id}/_SUCCESS")) < 4000
+
+
+def test_one_finalizer_at_a_time_the_others_wait_for_its_success(tmp_path: Path, redis_url, monkeypatch) -> None:
+    """While the job's finalize lock is held, finalize waits for the holder's ``_SUCCESS`` and returns it (it sums
+    nothing itself); a holder that never writes it is waited for ``FINALIZE_WAIT`` seconds, then this caller sums."""
+    import threading
+
+    import redis
+
+    from contract import cache
+    from contract import job as contract_job
+
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    monkeypatch.setattr(cache, "cache", lambda: client)
+    storage = LocalStorage(tmp_path)
+    job = Job("job-4", JobSpec("job", ["in.jsonl"], "out", "a"), "id", [1])
+    write_job(storage, job)
+    write_part(storage, job, 0, [Row(job.id, "d", "Hi.", "你好。", "ok", None, [], [], "a")])
+    lock = cache.FINALIZE_LOCK.format(job=job.id)
+    client.set(lock, "another finalizer")
+    theirs = {"job": job.id, "state": "succeeded", "documents": 1, "written by": "the holder"}
+    threading.Timer(0.5, lambda: storage.create(job.key("_SUCCESS"), json.dumps(theirs).encode())).start()
+    assert finalize(storage, job) == theirs and not storage.exists(job.key("_parts.json"))
+    storage.delete(job.key("_SUCCESS"))
+    monkeypatch.setattr(contract_job, "FINALIZE_WAIT", 0.5)  # the holder died: after the wait, this caller sums
+    summary = finalize(storage, job)
+    assert summary is not None and summary["documents"] == 1 and "written by" not in summary
+    assert client.get(lock) == b"another finalizer"  # another's lock is never released by this caller

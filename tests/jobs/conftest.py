@@ -110,6 +110,27 @@ def wait(job_id: str, services, timeout: float = 240, exit_code: int = 0) -> dic
     return json.loads(result.stdout)
 
 
+def damage_input(output: str, job_id: str, number: int) -> None:
+    """Chunk input ``number`` of a job made unreadable (its texts no longer UTF-8), the chunk inputs beside it in the
+    same input file left as they were."""
+    import pyarrow as pa
+
+    from contract.job import read_job
+
+    storage = open_storage(output)
+    key, damaged = read_job(storage, job_id).input_file(number)
+    reader = pa.ipc.open_file(pa.BufferReader(storage.read(key)))
+    batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+    bad = batches[damaged or 0]
+    texts = pa.array([b"\xff\xfe"] * bad.num_rows, pa.binary()).view(pa.string())
+    batches[damaged or 0] = bad.set_column(1, "text", texts)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, reader.schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+    storage.put(key, sink.getvalue().to_pybytes())
+
+
 def assert_each_id_once(rows: list[dict], count: int) -> None:
     ids = collections.Counter(r["id"] for r in rows)
     assert set(ids) == {f"doc-{n:05d}" for n in range(count)}

@@ -16,11 +16,23 @@ from pathlib import Path
 
 import redis
 
-from contract.job import input_key, part_key
+from contract.job import Job, part_key, write_head, write_job
 from contract.settings import priority_lists
+from contract.spec import JobSpec
 from contract.storage import open_storage
 from tests.faulty_proxy import FaultyProxy
-from tests.jobs.conftest import assert_each_id_once, corpus, jobs_cli, metric, output_rows, queued, spec, submit, wait
+from tests.jobs.conftest import (
+    assert_each_id_once,
+    corpus,
+    damage_input,
+    jobs_cli,
+    metric,
+    output_rows,
+    queued,
+    spec,
+    submit,
+    wait,
+)
 from tests.services import ROOT, RedisServer, free_port, wait_for
 from tests.tcp_cutter import TcpCutter
 from worker.engine.artifact import MANIFEST, seal
@@ -34,7 +46,7 @@ def test_a_chunk_whose_input_is_damaged_ends_as_error_rows_and_wait_says_which(
     tmp_path, services, demo_artifact, workers
 ):
     job_id = submit(tmp_path, services, demo_artifact, 60)  # 3 chunks of 20
-    open_storage(services["output"]).put(input_key(job_id, 1), b"PAR1 this is no Parquet file any more")
+    damage_input(services["output"], job_id, 1)
     workers()
     result = jobs_cli("wait", job_id, "--output", services["output"], "--timeout", "240", env=services["env"])
     assert result.returncode == 4, result.stdout + result.stderr  # completed with errors
@@ -273,7 +285,7 @@ def test_failed_chunks_retried_are_counted_as_they_are_now(tmp_path, services, d
 def test_a_chunk_put_back_again_and_again_by_environment_faults_ends_as_error_rows(
     tmp_path, services, demo_artifact, workers, s3_server
 ):
-    refuse = lambda method, path: (403, "AccessDenied") if method == "GET" and "/_inputs/chunk-" in path else None
+    refuse = lambda method, path: (403, "AccessDenied") if method == "GET" and "/_inputs/chunks-" in path else None
     with FaultyProxy(s3_server.port, refuse=refuse) as proxy:
         # its storage lists (the health check passes) but refuses to read chunk inputs: it puts back every chunk
         workers(FANYI_S3_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}", FANYI_MAX_DEATHS="3")
@@ -290,7 +302,7 @@ def test_error_rows_that_cannot_be_written_yet_are_retried_and_the_chunk_is_not_
     tmp_path, services, demo_artifact, workers, s3_server
 ):
     job_id = submit(tmp_path, services, demo_artifact, 60)  # 3 chunks of 20
-    open_storage(services["output"]).put(input_key(job_id, 1), b"PAR1 this is no Parquet file any more")
+    damage_input(services["output"], job_id, 1)
     refusals = {"left": 3}
 
     def refuse(method: str, path: str):
@@ -396,3 +408,32 @@ def test_delete_removes_an_ended_job_and_what_redis_holds_of_it_and_refuses_a_ru
     assert done not in listed.stdout and running in listed.stdout
     assert jobs_cli("delete", running, "--output", services["output"], env=services["env"]).returncode == 0
     assert storage.folders() == []
+
+
+def test_a_list_of_jobs_reads_one_small_object_per_job(tmp_path, services) -> None:
+    """`jobs list` tells each job's state from its folder's files and its numbers from its head or its
+    ``_SUCCESS`` (a job without a head, submitted before them, from its manifest): no part is listed or read."""
+    from jobs import api
+
+    storage = open_storage(services["output"])
+    listed_spec = JobSpec("listed", ["in.jsonl"], services["output"], "a")
+    made = {name: Job(f"job-{name}", listed_spec, "id", [3, 2]) for name in ("running", "cancelled", "ended", "old")}
+    for name, job in made.items():
+        write_job(storage, job)
+        if name != "old":
+            write_head(storage, job)
+        storage.put(job.key("_ENQUEUED"), b"2\n")
+    storage.put(made["cancelled"].key("_CANCELLED"), b"x 1\n")
+    ended = {"state": "completed_with_errors", "documents": 5, "statuses": {"error": 1, "partial": 0},
+             "finished": made["ended"].created + 10}  # fmt: skip
+    storage.put(made["ended"].key("_SUCCESS"), json.dumps(ended).encode())
+    storage.put(made["running"].key("parts/part-00000.parquet"), b"never read by a listing")
+    storage.put("not-a-job/readme.txt", b"a folder without a manifest")
+    listed = {s.id: s for s in api.jobs(services["output"])}
+    assert sorted(listed) == sorted(job.id for job in made.values())
+    states = ["running", "cancelled", "completed_with_errors", "running"]
+    assert [listed[f"job-{name}"].state for name in made] == states
+    assert listed["job-ended"].done == 5 and listed["job-ended"].errors == 1 and listed["job-ended"].rate == 0.5
+    assert listed["job-old"].documents == 5 and listed["job-old"].name == "listed"
+    page = api.jobs(services["output"], after="job-cancelled", keep=lambda s: s.state == "running", limit=1)
+    assert [s.id for s in page] == ["job-old"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import redis
 from celery import Celery
 
-from contract.job import group_key, input_key, part_key, summary_key
+from contract.job import group_key, part_key, summary_key
 from contract.storage import open_storage
 from tests.jobs.conftest import assert_each_id_once, jobs_cli, metric, output_rows, queued, submit, wait
 from tests.services import free_port, wait_for
@@ -46,8 +46,8 @@ def test_rogue_messages_are_dropped_and_the_job_ends(tmp_path, services, demo_ar
 
     storage = open_storage(output)
     assert sorted(storage.list(job_id)) == sorted(
-        [f"{job_id}/{name}" for name in ("_job.json", "_ENQUEUED", "_SUCCESS", "_parts.json", "_inputs/ids.pq")]
-        + [input_key(job_id, n) for n in range(3)]
+        [f"{job_id}/{name}" for name in ("_job.json", "_head.json", "_ENQUEUED", "_SUCCESS", "_parts.json")]
+        + [f"{job_id}/_inputs/{name}" for name in ("ids.pq", "chunks-00000.arrow")]  # three chunk inputs, one file
         + [part_key(job_id, n) for n in range(3)]
         + [summary_key(job_id, n) for n in range(3)]
         + [group_key(job_id, 0)]

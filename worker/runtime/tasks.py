@@ -30,12 +30,11 @@ from contract.job import (
     Document,
     Job,
     compacted_chunks,
-    decode_documents,
+    decode_input,
     finalize,
     glossary_key,
-    input_key,
     part_key,
-    read_own,
+    read_input,
     write_part,
 )
 from contract.messages import InvalidChunk
@@ -78,7 +77,7 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
         return "exists"
     if storage.exists(job.key("_CANCELLED")):
         return "cancelled"
-    documents = _documents(storage, job_id, job.input_chunk(chunk))
+    documents = _documents(storage, job, job.input_chunk(chunk))
     memory = job_memory(output, job_id, job.spec)
     glossary = job_glossary(storage, job) if job.glossary_sha256 else None
     results = translate_documents(job, chunk, documents, deliveries, memory, glossary)
@@ -92,14 +91,14 @@ def run_chunk(output: str, job_id: str, chunk: int, deliveries: Deliveries) -> s
     return "written"
 
 
-def _documents(storage: Storage, job_id: str, number: int) -> list[Document]:
+def _documents(storage: Storage, job: Job, number: int) -> list[Document]:
     """Chunk input ``number``; a missing or unreadable one is the chunk's own fault."""
     try:
-        data = read_own(storage, input_key(job_id, number))
+        data, batch = read_input(storage, job, number)
     except FileNotFoundError as err:
         raise ChunkFault(f"its input is gone ({err})") from None
     try:
-        return decode_documents(data)
+        return decode_input(data, batch)
     except Exception as err:  # noqa: BLE001 - pyarrow raises several kinds for a damaged file
         raise ChunkFault(f"its input is unreadable ({type(err).__name__}: {err})") from None
 
