@@ -23,7 +23,8 @@ polars) of the job's folder matches the results only: ``<output>/<job id>``, ``<
 chunk inputs (and about ``FILE_BYTES``) each, not one Parquet file per 64 documents: a submit of a million documents
 writes 977 objects, not 15,625 (a small Parquet file takes four times an IPC file's time to write, and each object
 on S3 is a request), and a worker reads one batch of one file. Jobs submitted earlier kept each chunk input in a
-file of its own (``chunk-00017.pq``, and before that ``.parquet``); workers still read those (``read_input``).
+Parquet file of its own (``chunk-00017.pq``, and before that ``.parquet``); workers still read those
+(``read_input``).
 
 A job's state comes from these alone: ``submitting`` (no ``_ENQUEUED`` yet: enqueueing broke off,
 ``jobs resume`` completes it), ``running``, ``cancelled``, and at the end (``_SUCCESS``)
@@ -54,7 +55,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from contract import settings
-from contract.parquet import parquet_bytes, read_parquet
+from contract.parquet import read_parquet
 from contract.rows import Row, encode_rows, read_rows
 from contract.spec import JobSpec
 from contract.storage import Storage, StorageError
@@ -135,22 +136,17 @@ class Job:
 
 
 def input_key(job_id: str, chunk: int) -> str:
-    return f"{check_job_id(job_id)}/_inputs/chunk-{chunk:05d}.arrow"
-
-
-OLDER_NAMES = {".arrow": (".pq", ".parquet"), ".pq": (".parquet",)}  # what a job's own files were called before
+    """Where a job submitted before input files held several chunk inputs kept chunk input ``chunk``."""
+    return f"{check_job_id(job_id)}/_inputs/chunk-{chunk:05d}.pq"
 
 
 def read_own(storage: Storage, key: str) -> bytes:
-    """One of a job's own files (``input_key``, ``ids_key``), or the same under the name it had in a job submitted
-    before it changed (``OLDER_NAMES``)."""
-    stem, suffix = key.rsplit(".", 1)
-    for name in (key, *(stem + older for older in OLDER_NAMES.get(f".{suffix}", ()))):
-        try:
-            return storage.read(name)
-        except FileNotFoundError:
-            continue
-    raise FileNotFoundError(f"{storage.uri}/{key} does not exist")
+    """One of a job's own Parquet files (``input_key``, ``ids_key``), or its ``.parquet`` name in a job
+    submitted before they ended in ``.pq``."""
+    try:
+        return storage.read(key)
+    except FileNotFoundError:
+        return storage.read(key.removesuffix(".pq") + ".parquet")
 
 
 def glossary_key(job: Job) -> str:
@@ -217,14 +213,6 @@ def _chunk_number(name: str, prefix: str, suffix: str, job: Job) -> int | None:
         return None
     match = _NUMBERED.fullmatch(name[len(prefix) : len(name) - len(suffix)])
     return int(match[1]) if match and int(match[1]) < len(job.chunks) else None
-
-
-def encode_ids(chunks: Sequence[Sequence[Document]]) -> bytes:
-    import pyarrow as pa
-
-    ids = [d.id for chunk in chunks for d in chunk]
-    numbers = [n for n, chunk in enumerate(chunks) for _ in chunk]
-    return parquet_bytes(pa.table({"chunk": pa.array(numbers, pa.int32()), "id": pa.array(ids, pa.string())}))
 
 
 def chunk_ids(storage: Storage, job: Job, chunk: int) -> list[str]:
@@ -378,11 +366,6 @@ def documents_schema() -> Any:
     return pa.schema([(name, pa.string()) for name in ("id", "text", "error", "language")])
 
 
-def encode_documents(documents: Sequence[Document]) -> bytes:
-    """One chunk input as a file of its own."""
-    return encode_inputs([documents_table(documents)])
-
-
 def documents_table(documents: Iterable[Document]) -> Any:
     """Documents as a table of ``documents_schema``."""
     import pyarrow as pa
@@ -404,27 +387,18 @@ def encode_inputs(chunks: Sequence[Any]) -> bytes:
 
 
 def read_input(storage: Storage, job: Job, number: int) -> tuple[bytes, int | None]:
-    """The input file that holds chunk input ``number``, and its record batch there (None: the whole file, in a job
-    submitted before input files held several); ``decode_input`` reads its documents."""
+    """The input file that holds chunk input ``number``, and its record batch there (None: the file is that chunk
+    input alone, in Parquet, as jobs submitted before input files kept them); ``decode_input`` reads its documents."""
     key, batch = job.input_file(number)
-    return read_own(storage, key), batch
+    return (storage.read(key) if batch is not None else read_own(storage, key)), batch
 
 
 def decode_input(data: bytes, batch: int | None) -> list[Document]:
     import pyarrow as pa
 
     if batch is None:
-        return decode_documents(data)
+        return decode_table(read_parquet(data))
     return decode_table(pa.Table.from_batches([pa.ipc.open_file(pa.BufferReader(data)).get_batch(batch)]))
-
-
-def decode_documents(data: bytes) -> list[Document]:
-    """A chunk input's documents: an Arrow IPC file, or a Parquet file of a job submitted before them."""
-    import pyarrow as pa
-
-    if data.startswith(b"ARROW1"):
-        return decode_table(pa.ipc.open_file(pa.BufferReader(data)).read_all())
-    return decode_table(read_parquet(data))
 
 
 def decode_table(table: Any) -> list[Document]:

@@ -317,12 +317,8 @@ def _enqueue_missing(job: Job, storage: Storage, output: str, job_id: str, enque
 
 
 def _enqueue(job: Job, output: str, chunks: Sequence[int]) -> None:
-    """One message per chunk, ``PUBLISH_BATCH`` at a time in one Redis pipeline (kombu's producer batches). Each is
-    the message ``app.send_task`` makes, made by the same ``app.amqp`` calls with its arguments' repr given (not
-    Celery's slower ``saferepr``): a fifth of send_task's cost, which counts at 15,625 chunks a million documents.
-    The queue is declared with the first message, which is all a declaration does."""
-    from kombu.utils.uuid import uuid
-
+    """One message per chunk, ``PUBLISH_BATCH`` at a time in one Redis pipeline (kombu's producer batches); the
+    queue is declared with the first message, which is all a declaration does."""
     from worker.runtime.app import app
 
     sent, amqp = 0, app.amqp
@@ -335,20 +331,9 @@ def _enqueue(job: Job, output: str, chunks: Sequence[int]) -> None:
                 with producer.batch(PUBLISH_BATCH):
                     for number, chunk in enumerate(batch, start):
                         message = job.chunk_message(output, chunk)
-                        args = message["args"]
-                        task = amqp.create_task_message(
-                            uuid(),
-                            TRANSLATE_CHUNK,
-                            args,
-                            {},
-                            argsrepr=repr(args),
-                            kwargsrepr="{}",
-                            create_sent_event=False,
-                            ignore_result=True,
-                        )
-                        amqp.send_task_message(producer, TRANSLATE_CHUNK, task, queue=message["queue"],
-                                               priority=message["priority"], retry_policy=policy,
-                                               declare=None if number == 0 else [])  # fmt: skip
+                        amqp.send_task_message(producer, TRANSLATE_CHUNK, _task(amqp, message["args"]),
+                                               queue=message["queue"], priority=message["priority"],
+                                               retry_policy=policy, declare=None if number == 0 else [])  # fmt: skip
                 sent += len(batch)  # sent once the batch is flushed
     except Exception as err:  # noqa: BLE001 - kombu and redis errors
         raise SubmitError(
@@ -356,6 +341,15 @@ def _enqueue(job: Job, output: str, chunks: Sequence[int]) -> None:
             f"{redis_trouble(err, settings.BROKER_URL)}; run `python -m jobs resume {job.id} --output {output}` "
             "when it answers"
         ) from None
+
+
+def _task(amqp: Any, args: list[Any]) -> Any:
+    """The message ``app.send_task`` makes for a chunk, by the same ``app.amqp`` call with its arguments' repr given
+    (not Celery's ``saferepr``, which costs more than the rest of sending) and no "task-sent" event."""
+    from kombu.utils.uuid import uuid
+
+    return amqp.create_task_message(uuid(), TRANSLATE_CHUNK, args, {}, argsrepr=repr(args), kwargsrepr="{}",
+                                    create_sent_event=False, ignore_result=True)  # fmt: skip
 
 
 def explain(err: BaseException) -> str:

@@ -8,9 +8,6 @@ document over ``max_tokens`` is a chunk of its own (documents are never cut acro
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Sequence
-
 
 class Chunker:
     """Documents' source tokens in, chunk sizes out as chunks close: a corpus is cut as it streams."""
@@ -34,12 +31,3 @@ class Chunker:
         """The size of the chunk still open once every document is in (None if there were none)."""
         closed, self._documents, self._tokens = self._documents or None, 0, 0
         return closed
-
-
-def plan_chunks(tokens: Sequence[int], *, max_documents: int, max_tokens: int) -> list[range]:
-    """Consecutive ranges of document indices covering ``tokens`` (each document's source tokens) once, in order."""
-    chunker = Chunker(max_documents=max_documents, max_tokens=max_tokens)
-    sizes = [size for count in tokens if (size := chunker.add(count)) is not None]
-    sizes += [last] if (last := chunker.last()) is not None else []
-    starts = list(itertools.accumulate(sizes, initial=0))
-    return [range(start, start + size) for start, size in zip(starts, sizes)]

@@ -13,18 +13,16 @@ from contract.job import (
     Document,
     Job,
     chunk_ids,
-    decode_documents,
+    decode_input,
     documents_table,
     done_chunks,
-    encode_documents,
-    encode_ids,
+    encode_inputs,
     failures,
     finalize,
     forget_summaries,
     group_key,
-    input_key,
     part_key,
-    read_own,
+    read_input,
     result_keys,
     summary_key,
     write_job,
@@ -54,19 +52,23 @@ def test_parts_and_failures_of_chunks_the_job_does_not_have_are_ignored(tmp_path
 
 
 @pytest.mark.parametrize("older", [".pq", ".parquet"])
-def test_inputs_of_jobs_submitted_before_they_were_arrow_files_are_still_read(tmp_path: Path, older: str) -> None:
+def test_inputs_of_jobs_submitted_before_input_files_are_still_read(tmp_path: Path, older: str) -> None:
+    """A job without ``input_files`` kept each chunk input in a Parquet file of its own (named ``.parquet``, then
+    ``.pq``); a job with them keeps several in one Arrow IPC file, one record batch each."""
+    import pyarrow as pa
+
     storage = LocalStorage(tmp_path)
-    job = Job("job-2", JobSpec("job", ["in.jsonl"], "out", "a"), "id", [1])
-    write_job(storage, job)
-    documents = [Document("d", "Tom has 3 apples.", language="en")]
-    storage.put(f"{job.id}/_inputs/chunk-00000{older}", parquet_bytes(documents_table(documents)))  # as then
-    storage.put(f"{job.id}/_inputs/ids{older}", encode_ids([documents]))
-    assert input_key(job.id, 0).endswith(".arrow")  # out of any *.parquet glob of the job's folder
-    assert decode_documents(read_own(storage, input_key(job.id, 0))) == documents
-    assert chunk_ids(storage, job, 0) == ["d"]
-    storage.put(input_key(job.id, 0), encode_documents(documents))
-    assert storage.read(input_key(job.id, 0)).startswith(b"ARROW1")
-    assert decode_documents(read_own(storage, input_key(job.id, 0))) == documents
+    job = Job("job-2", JobSpec("job", ["in.jsonl"], "out", "a"), "id", [1, 1])
+    documents = [[Document("d", "Tom has 3 apples.", language="en")], [Document("e", "Hi.")]]
+    for number, chunk in enumerate(documents):
+        storage.put(f"{job.id}/_inputs/chunk-{number:05d}{older}", parquet_bytes(documents_table(chunk)))  # as then
+    ids = pa.table({"chunk": pa.array([0, 1], pa.int32()), "id": ["d", "e"]})
+    storage.put(f"{job.id}/_inputs/ids{older}", parquet_bytes(ids))
+    assert [decode_input(*read_input(storage, job, n)) for n in (0, 1)] == documents
+    assert chunk_ids(storage, job, 1) == ["e"]
+    now = Job("job-3", job.spec, "id", [1, 1], input_files=[0])
+    storage.put(now.key("_inputs/chunks-00000.arrow"), encode_inputs([documents_table(c) for c in documents]))
+    assert [decode_input(*read_input(storage, now, n)) for n in (0, 1)] == documents
 
 
 @pytest.mark.parametrize("group_summed", [True, False])

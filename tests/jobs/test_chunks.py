@@ -6,7 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.chunks import plan_chunks
+from jobs.chunks import Chunker
+
+
+def plan_chunks(tokens: list[int], *, max_documents: int, max_tokens: int) -> list[range]:
+    """The ranges of document indices the chunker closes, documents given one by one as a submit streams them."""
+    chunker = Chunker(max_documents=max_documents, max_tokens=max_tokens)
+    sizes = [size for count in tokens if (size := chunker.add(count)) is not None]
+    sizes += [last] if (last := chunker.last()) is not None else []
+    starts = [sum(sizes[:n]) for n in range(len(sizes))]
+    return [range(start, start + size) for start, size in zip(starts, sizes)]
 
 
 @given(
