@@ -6,12 +6,13 @@ short documents, on a local output or moto's S3 server, with a throwaway Redis a
     python -m benchmarks.scale --documents 1000000 --vs /tmp/old  # submit paired against another checkout
     python -m benchmarks.scale --documents 10000000 --no-finalize # 10M: submit, status and cancel only
 
-Each step runs as its own process (``python -m jobs ...``, as a user runs it): its wall time, CPU time (user +
-system) and peak resident memory come from ``wait4``; Redis's memory is read before and after the submit. A
-finalize needs every part: the job's parts and summaries are written synthetically (``write_part`` of one row per
-document), then ``python -m jobs status`` finalizes and reports it. ``list`` is timed over 100 jobs. ``cancel``
-reports the job's messages still queued once it returns. ``--vs PATH`` times the submit of this checkout and of
-the one at PATH in alternating pairs on the same input and reports the ratio of each pair.
+Each step runs as its own process (``python -m jobs ...``, as a user runs it): its wall time, its CPU time (user +
+system, from ``wait4``) and its peak resident memory (``VmHWM``, read while it runs); Redis's memory is read before
+and after the submit. A finalize needs every part: the job's parts and summaries are written synthetically
+(``write_part`` of one row per document), then ``finalize`` is timed in this process, as the task that writes the
+last part runs it. ``--list`` times ``jobs list`` over 100 jobs. ``cancel`` reports the job's messages still queued
+once it returns. ``--vs PATH`` times the submit of this checkout and of the one at PATH in alternating pairs on the
+same input and reports the ratio of each pair.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -63,17 +65,38 @@ def corpus(documents: int) -> Path:
 
 
 def run(command: list[str], env: dict[str, str], cwd: Path = ROOT) -> Run:
-    """One ``python -m jobs`` command as its own process; it must succeed."""
+    """One ``python -m jobs`` command as its own process; it must succeed. Its peak memory is its own ``VmHWM``,
+    read while it runs (``ru_maxrss`` would carry this process's high-water mark through fork and exec)."""
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "jobs", *command], cwd=cwd, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-    assert process.stdout is not None
-    output = process.stdout.read().decode()
-    _, code, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(code) not in (0, 6):  # 6: a cancelled job's `wait`
-        raise SystemExit(f"`python -m jobs {' '.join(command)}` failed:\n{output}")
-    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output)
+    output: list[bytes] = []
+    reader = threading.Thread(target=lambda: output.append(process.stdout.read() if process.stdout else b""))
+    reader.start()
+    peak = 0.0
+    while True:
+        pid, code, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            break
+        peak = max(peak, _vm_hwm(process.pid))
+        time.sleep(0.05)
+    process.returncode = os.waitstatus_to_exitcode(code)  # reaped here: Popen must not wait for it again
+    reader.join()
+    wall, text = time.perf_counter() - started, b"".join(output).decode()
+    if process.returncode not in (0, 6):  # 6: a cancelled job's `wait`
+        raise SystemExit(f"`python -m jobs {' '.join(command)}` failed:\n{text}")
+    return Run(wall, usage.ru_utime + usage.ru_stime, peak, text)
+
+
+def _vm_hwm(pid: int) -> float:
+    """A running process's peak resident memory so far, MiB (0 once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 @dataclass
@@ -177,8 +200,11 @@ def measure(where: Place, documents: int, finalizing: bool) -> None:
 
 
 def _write_parts(where: Place, job_id: str) -> float:
-    """Every chunk's part and summary as workers write them, one synthetic row per document."""
-    from contract.job import read_job, write_part
+    """Every chunk's part and summary as workers write them, one synthetic row per document, and each group's sum
+    (written once here: a worker lists its group's summaries after each part, which moto's S3 does in a time that
+    grows with the bucket)."""
+    from contract import job as contract_job
+    from contract.job import SUMMARY_GROUP, read_job, write_part
     from contract.rows import Row
     from contract.storage import open_storage
 
@@ -193,8 +219,13 @@ def _write_parts(where: Place, job_id: str) -> float:
         rows = [Row(**{**fields, "id": f"c{chunk}-{n}"}) for n in range(job.chunks[chunk])]
         write_part(storage, job, chunk, rows)
 
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(write, range(len(job.chunks))))
+    summing, contract_job._sum_group = contract_job._sum_group, lambda *_: None  # each group summed once, below
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(write, range(len(job.chunks))))
+            list(pool.map(lambda group: summing(storage, job, group), range(-(-len(job.chunks) // SUMMARY_GROUP))))
+    finally:
+        contract_job._sum_group = summing
     return time.perf_counter() - started
 
 

@@ -681,34 +681,39 @@ def cancel(job_id: str, output: str | None = None) -> int:
 
 
 # Takes out of each list (KEYS) the messages whose argsrepr starts with one of ARGV: one pass, order kept, atomic.
-_DROP = """
-local dropped = 0
-for _, name in ipairs(KEYS) do
-  local kept = {}
-  for _, raw in ipairs(redis.call('LRANGE', name, 0, -1)) do
-    local ok, message = pcall(cjson.decode, raw)
-    local args = ok and type(message) == 'table' and type(message.headers) == 'table' and message.headers.argsrepr
-    local ours = false
-    if type(args) == 'string' then
-      for _, prefix in ipairs(ARGV) do ours = ours or string.sub(args, 1, #prefix) == prefix end
+_MARK_DROPPED = """
+local marked = 0
+for index, raw in ipairs(redis.call('LRANGE', KEYS[1], ARGV[1], ARGV[1] + ARGV[2] - 1)) do
+  for i = 4, #ARGV do
+    if string.find(raw, ARGV[i], 1, true) then
+      redis.call('LSET', KEYS[1], ARGV[1] + index - 1, ARGV[3])
+      marked = marked + 1
+      break
     end
-    if ours then dropped = dropped + 1 else kept[#kept + 1] = raw end
-  end
-  if #kept < redis.call('LLEN', name) then
-    redis.call('DEL', name)
-    for i = 1, #kept, 1000 do redis.call('RPUSH', name, unpack(kept, i, math.min(i + 999, #kept))) end
   end
 end
-return dropped
+return marked
 """
+DROP_SLICE = 5000  # queued messages one call of the script looks at: Redis serves others between calls
 
 
 def _drop_queued(job: Job, output: str) -> int:
-    """Take the job's queued chunk messages out of its queue's priority lists; how many. A message names the
-    output its sender was given (the spec's at submit, maybe another spelling at a resume): both are matched."""
+    """Take the job's queued chunk messages out of its queue's priority lists; how many. A slice of a list at a
+    time, each of the job's messages (found by its arguments' repr, as the message writes it: the output its sender
+    was given, the spec's at submit or another spelling at a resume, then the job id) overwritten by a mark in
+    place, then every mark removed in one ``LREM``: Redis is never held for the whole queue, and messages pushed
+    meanwhile (at the head) only make a slice look at some messages twice."""
     prefixes = {repr([prefix, job.id, 0])[: -len("0]")] for prefix in (output, job.spec.output)}  # "['out', 'id', "
-    lists = settings.priority_lists(job.queue)
-    return int(cache.broker().eval(_DROP, len(lists), *lists, *sorted(prefixes)))
+    patterns = sorted('"argsrepr": "' + json.dumps(prefix)[1:-1] for prefix in prefixes)
+    mark = f"fanyi:dropped:{job.id}:{secrets.token_hex(8)}"
+    broker, dropped = cache.broker(), 0
+    for name in settings.priority_lists(job.queue):
+        start = 0
+        while start < int(broker.llen(name)):
+            broker.eval(_MARK_DROPPED, 1, name, start, DROP_SLICE, mark, *patterns)
+            start += DROP_SLICE
+        dropped += int(broker.lrem(name, 0, mark))
+    return dropped
 
 
 def delete(job_id: str, output: str | None = None, *, force: bool = False) -> tuple[int, int]:
