@@ -694,7 +694,7 @@ for index, raw in ipairs(redis.call('LRANGE', KEYS[1], ARGV[1], ARGV[1] + ARGV[2
 end
 return marked
 """
-DROP_SLICE = 5000  # queued messages one call of the script looks at: Redis serves others between calls
+DROP_SLICE = 1000  # queued messages one call of the script looks at: Redis serves others between calls
 
 
 def _drop_queued(job: Job, output: str) -> int:
