@@ -68,15 +68,11 @@ def expand(pattern: str) -> list[str]:
 
 
 def read_bytes(uri: str) -> bytes:
-    try:
+    with _reading(uri):
         if uri.startswith("s3://"):
             bucket, key = split_s3(uri)
             return S3Storage(bucket).read(key)
         return Path(uri).read_bytes()
-    except (OSError, StorageError) as err:
-        raise SpecError(f"cannot read {uri}: {err}") from None
-    except Exception as err:  # noqa: BLE001 - S3 errors of every kind
-        raise SpecError(f"cannot read {uri}: {type(err).__name__}: {err}") from None
 
 
 @contextmanager
@@ -88,14 +84,21 @@ def local_file(uri: str) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="fanyi-input-") as folder:
         path = Path(folder) / "input"
-        try:
+        with _reading(uri):
             bucket, key = split_s3(uri)
             S3Storage(bucket).get_file(key, path)
-        except (OSError, StorageError) as err:
-            raise SpecError(f"cannot read {uri}: {err}") from None
-        except Exception as err:  # noqa: BLE001 - S3 errors of every kind
-            raise SpecError(f"cannot read {uri}: {type(err).__name__}: {err}") from None
         yield path
+
+
+@contextmanager
+def _reading(uri: str) -> Iterator[None]:
+    """Reading ``uri``: whatever fails is a ``SpecError`` naming it, in one line."""
+    try:
+        yield
+    except (OSError, StorageError) as err:
+        raise SpecError(f"cannot read {uri}: {err}") from None
+    except Exception as err:  # noqa: BLE001 - S3 errors of every kind
+        raise SpecError(f"cannot read {uri}: {type(err).__name__}: {err}") from None
 
 
 class Reader:
@@ -300,8 +303,8 @@ def _is_text(kind: pa.DataType) -> bool:
 class Corpus:
     """A spec's documents in input order, each checked as it is read (nothing is held: a corpus of any size streams).
 
-    A bad row is an error-row ``Document`` (``on_bad_row: error_row``) or refuses the job (``refuse``); ids seen
-    twice are found by ``UniqueIds`` once every document is in."""
+    A bad row is an error row (``on_bad_row: error_row``) or refuses the job (``refuse``); a document over
+    ``max_chars`` is an error row; ids seen twice are found by ``UniqueIds`` once every document is in."""
 
     def __init__(self, spec: JobSpec, max_chars: int):
         self.spec, self.max_chars = spec, max_chars
