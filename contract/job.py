@@ -47,7 +47,7 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -183,13 +183,14 @@ def ids_key(job_id: str) -> str:
 TERMINAL = ("succeeded", "completed_with_errors", "failed", "cancelled")
 
 
-def job_state(storage: Storage, job: Job, summary: dict[str, Any] | None) -> str:
-    """The job's state from storage: ``summary`` is its ``_SUCCESS`` when written."""
+def job_state(summary: dict[str, Any] | None, marked: Callable[[str], bool]) -> str:
+    """The job's state from storage: ``summary`` is its ``_SUCCESS`` when written, ``marked(name)`` whether its
+    folder holds that marker."""
     if summary is not None:
         return str(summary.get("state", "succeeded"))
-    if storage.exists(job.key("_CANCELLED")):
+    if marked("_CANCELLED"):
         return "cancelled"
-    return "running" if storage.exists(job.key("_ENQUEUED")) else "submitting"
+    return "running" if marked("_ENQUEUED") else "submitting"
 
 
 def failures(storage: Storage, job: Job) -> dict[int, str]:
@@ -293,9 +294,7 @@ def write_job(storage: Storage, job: Job) -> None:
 
 def write_head(storage: Storage, job: Job) -> None:
     """The few facts a listing of jobs shows, in a file of its own: the manifest grows with the job's chunks."""
-    head = {"name": job.spec.name, "team": job.team, "created": job.created, "documents": job.documents,
-            "chunks": len(job.chunks)}  # fmt: skip
-    storage.put(job.key(HEAD), json.dumps(head).encode())
+    storage.put(job.key(HEAD), json.dumps(_head(job)).encode())
 
 
 def read_head(storage: Storage, job_id: str, *, written: bool = True) -> dict[str, Any]:
@@ -306,7 +305,10 @@ def read_head(storage: Storage, job_id: str, *, written: bool = True) -> dict[st
             return head
         except FileNotFoundError:
             pass
-    job = read_job(storage, job_id)
+    return _head(read_job(storage, job_id))
+
+
+def _head(job: Job) -> dict[str, Any]:
     return {"name": job.spec.name, "team": job.team, "created": job.created, "documents": job.documents,
             "chunks": len(job.chunks)}  # fmt: skip
 

@@ -470,7 +470,7 @@ def _status(storage: Storage, job_id: str, output: str) -> JobStatus:
     summary = finalize(storage, job)  # a finalizer: the last task may have died before writing _SUCCESS
     # After finalize: a part written meanwhile is counted with the state it makes; an ended job has every part.
     done = set(range(len(job.chunks))) if summary else done_chunks(storage, job)
-    state = job_state(storage, job, summary)
+    state = job_state(summary, lambda marker: storage.exists(job.key(marker)))
     if state == "cancelled" and _chunks_running(output, job_id, started_before=_cancelled_at(storage, job)):
         state = "cancelling"  # chunks under way since before the cancel still write their parts
     counts = _counts(summary) if summary else _cached_counts(job_id)
@@ -653,12 +653,12 @@ def _list_entry(storage: Storage, job_id: str, output: str) -> JobStatus | None:
         return None
     head = read_head(storage, job_id, written=HEAD in names)
     documents, chunks, created = int(head["documents"]), int(head["chunks"]), float(head["created"])
-    if "_SUCCESS" in names:
-        summary = json.loads(storage.read(f"{job_id}/_SUCCESS"))
-        done, counts, state = int(summary["documents"]), _counts(summary), str(summary["state"])
+    summary = json.loads(storage.read(f"{job_id}/_SUCCESS")) if "_SUCCESS" in names else None
+    state = job_state(summary, names.__contains__)
+    if summary:
+        done, counts = int(summary["documents"]), _counts(summary)
         rate, chunks_done = done / max(1e-9, float(summary["finished"]) - created), chunks
     else:
-        state = "cancelled" if "_CANCELLED" in names else "running" if "_ENQUEUED" in names else "submitting"
         done, counts = _cached_progress(job_id).get("documents", 0), _cached_counts(job_id)
         rate, chunks_done = done / max(1e-9, time.time() - created), 0
     return JobStatus(
