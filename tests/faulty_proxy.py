@@ -6,7 +6,8 @@ No fault is a span of wall-clock time, which a loaded machine stretches: ``refus
 requests (``refused`` counts its answers, under the lock, so a rule may read it), and a stalled request
 is held until its client gives up on it (closes the connection), ``stall_seconds`` at most; then it is
 forwarded all the same (the store does the work after the client stopped listening). ``abandoned``
-counts the stalls the client gave up on."""
+counts the stalls the client gave up on, ``outwaited`` those whose client was still listening at the limit
+(a stall still held when a test reads the counts is in neither)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class FaultyProxy:
         self.refuse = refuse  # (method, path) -> (HTTP status, S3 error code) to answer instead, or None
         self.refused = 0
         self.abandoned = 0  # stalled requests whose client gave up (closed the connection) before an answer
+        self.outwaited = 0  # stalled requests whose client still listened after ``stall_seconds``
         self.upstream_port, self.error_rate, self.stall_rate = upstream_port, error_rate, stall_rate
         self.stall_seconds, self.rng, self.lock = stall_seconds, random.Random(seed), threading.Lock()
         self.faults = {"before": 0, "after": 0, "stall": 0, "forwarded": 0}
@@ -93,6 +95,8 @@ class FaultyProxy:
                 """Hold the request until its client closes the connection (its read timeout gave up on the
                 answer), ``limit`` s at most; whether it did."""
                 if not select.select([self.connection], [], [], limit)[0]:
+                    with proxy.lock:
+                        proxy.outwaited += 1
                     return False  # still listening after ``limit``: it gets a late answer
                 try:
                     if self.connection.recv(1, socket.MSG_PEEK):

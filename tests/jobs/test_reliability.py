@@ -149,7 +149,8 @@ def test_a_flaky_s3_loses_nothing_and_leaves_no_partial_or_duplicate_object(
         status = wait(job_id, services)
     assert status["state"] == "succeeded"
     assert proxy.faults["before"] and proxy.faults["after"] and proxy.faults["stall"]
-    assert proxy.abandoned == proxy.faults["stall"], proxy.faults  # the client's timeout ended every stall
+    # The client's timeout ended the stalls (one a worker met after the job ended may still be held).
+    assert proxy.abandoned and not proxy.outwaited, (proxy.faults, proxy.abandoned)
     storage = open_storage(services["output"])
     assert storage.list(f"{job_id}/parts") == [part_key(job_id, c) for c in range(10)]
     assert_each_id_once(output_rows(services["output"], job_id), 200)  # every part parses: none is partial

@@ -34,6 +34,7 @@ def browser(tmp_path: Path) -> Any:
 
 
 def test_a_team_logs_in_sees_its_job_move_and_cancels_it(tmp_path, services, server, demo_artifact, workers) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -45,27 +46,33 @@ def test_a_team_logs_in_sees_its_job_move_and_cancels_it(tmp_path, services, ser
     assert code == 201, submitted
     job_id = submitted["id"]
     driver = browser(tmp_path)
-    wait = WebDriverWait(driver, 120, poll_frequency=0.2)
+    # The page redraws its rows as it polls: an element found a moment ago may be gone (stale), so reads go
+    # through one script call and the wait looks again.
+    wait = WebDriverWait(driver, 120, poll_frequency=0.2, ignored_exceptions=[StaleElementReferenceException])
     row = f"tr.job[data-id='{job_id}']"
-    done = lambda: int(driver.find_element(By.CSS_SELECTOR, f"{row} progress").get_attribute("value") or 0)
+    read = lambda selector, field: driver.execute_script(
+        "const e = document.querySelector(arguments[0]); return e && e[arguments[1]];", selector, field
+    )
+    done = lambda: int(read(f"{row} progress", "value") or 0)
+    state = lambda: (read(f"{row} .state", "innerText") or "").strip()
     try:
         driver.get(f"http://127.0.0.1:{api.port}/")
         driver.find_element(By.ID, "token").send_keys(TOKENS["books"])
         driver.find_element(By.ID, "enter").click()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, row))
-        assert driver.find_element(By.CSS_SELECTOR, f"{row} .state").text == "running" and done() == 0
+        assert state() == "running" and done() == 0
         assert "workers up: 0" in driver.find_element(By.ID, "workers").text
         workers()
         wait.until(lambda _: done() > 0)
         first = done()
         wait.until(lambda _: done() > first)  # the bar moves as parts are written
         assert done() < 3000
-        driver.find_element(By.CSS_SELECTOR, f"{row} button.cancel").click()
-        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, f"{row} .state").text in {"cancelling", "cancelled"})
-        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, f"{row} .state").text == "cancelled")
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, f"{row} button.cancel").click() or True)
+        wait.until(lambda _: state() in {"cancelling", "cancelled"})
+        wait.until(lambda _: state() == "cancelled")
         assert not driver.find_elements(By.CSS_SELECTOR, f"{row} button.cancel")
-        driver.find_element(By.CSS_SELECTOR, row).click()
-        assert f"{job_id} (web): cancelled" in driver.find_element(By.ID, "detail").text
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, row).click() or True)
+        wait.until(lambda d: f"{job_id} (web): cancelled" in d.find_element(By.ID, "detail").text)
     except Exception as err:
         shot, page = tmp_path / "status-page.png", tmp_path / "status-page.html"
         driver.save_screenshot(str(shot))
@@ -77,6 +84,7 @@ def test_a_team_logs_in_sees_its_job_move_and_cancels_it(tmp_path, services, ser
 
 
 def test_a_wrong_token_is_told_so_on_the_page(tmp_path, services, server) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 

@@ -25,9 +25,13 @@ _PLACEHOLDER = re.compile(r"%(\d+\$)?[-+ #0]*\d*(\.\d+)?[hlLqjzt]*[a-zA-Z%]|\{[^
 @functools.cache
 def strings(language: str, *, short: bool, count: int = 120) -> list[str]:
     """A seeded sample of one language's translated strings (English: the catalogues' own msgids), placeholders
-    and markup taken out: ``short`` ones under 30 characters, else from 30 to 300."""
+    and markup taken out: ``short`` ones under 30 characters, else from 30 to 300. Which catalogues a machine
+    has depends on its packages: the thresholds below hold on several sets (a minimal one, and one with a
+    desktop's gtk, gstreamer and PackageKit)."""
     found: set[str] = set()
     for path in sorted((LOCALE / CATALOGUES[language] / "LC_MESSAGES").glob("*.mo")):
+        if path.name.startswith("iso_"):
+            continue  # iso-codes: names of places, languages and currencies, which belong to no one language
         try:
             with path.open("rb") as handle:
                 catalogue = gettext.GNUTranslations(handle)._catalog  # type: ignore[attr-defined]
@@ -69,10 +73,12 @@ def test_numbers_symbols_and_code_have_no_language(text: str) -> None:
 
 
 def test_a_paragraph_in_another_language_takes_its_own_route() -> None:
-    english, french = " ".join(strings("en", short=False)[:4]), " ".join(strings("fr", short=False)[:4])
+    # Mostly English (the document's language, which a paragraph with none, "42", takes), one French paragraph.
+    english, french = " ".join(strings("en", short=False)[:10]), " ".join(strings("fr", short=False)[:2])
     routing = Routing({"en": None}, "zh", "en")
     mixed = route([english, french, "42"], routing)
-    assert mixed.copied == {1: "language_unread"} and mixed.translated and not mixed.fallback
+    assert mixed.language == "en" and mixed.copied == {1: "language_unread"} and mixed.translated
+    assert not mixed.fallback
     chinese = route([" ".join(strings("zh", short=False)[:4])], routing)
     assert chinese.language == "zh" and chinese.copied == {0: "already_target"} and not chinese.translated
     assert route(["12345"], routing).fallback and route(["12345"], routing).language == "en"
