@@ -5,7 +5,7 @@
 
 Workload: a random Marian model with the opus-mt-en-zh shape (d_model 512, 6+6 layers, 8 heads,
 ffn 2048, vocab 65001), 64 source sentences of 10-40 token ids, beam 4, exactly 32 new tokens per
-output (EOS is banned until then, so every engine does the same work), 2 threads. Each engine
+output (EOS is banned until then, so every engine does the same work), 2 threads (``--threads``). Each engine
 runs in its own process; the headline rows give every engine the same batches of 16 sentences.
 Latency: one 15-word (20-token) sentence, beam 4, 32 new tokens, p50/p95 over repeated runs.
 Peak memory is the engine process's own ``VmHWM`` (``ru_maxrss`` would carry its parent's high-water
@@ -337,8 +337,9 @@ def rival(name: str) -> str:
 def run_one(name: str) -> Row | None:
     """One engine in a fresh process; None (with its error shown) when it failed."""
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.engine", "--one", name], capture_output=True, text=True, check=False
-    )
+        [sys.executable, "-m", "benchmarks.engine", "--one", name, "--threads", str(THREADS)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
     if done.returncode != 0:
         print(done.stderr[-2000:], file=sys.stderr)
         return None
@@ -397,6 +398,7 @@ def table(engines: list[str], rounds: list[dict[str, Row]]) -> str:
 
 
 def main() -> None:
+    global THREADS
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.engine", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -404,8 +406,12 @@ def main() -> None:
     p.add_argument("--engines", nargs="+", default=every, choices=every)
     p.add_argument("--rounds", type=int, default=3, help="times every engine runs, alternating (default: 3)")
     p.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
+    p.add_argument("--threads", type=int, default=THREADS, help=f"each engine's intra-op threads (default: {THREADS})")
     p.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one engine in this process
     args = p.parse_args()
+    if args.threads < 1:
+        p.error("--threads must be at least 1")
+    THREADS = args.threads
     if args.one:
         print(json.dumps(measure(args.one)))
         return

@@ -39,9 +39,6 @@ class Echo:
 
         return DecodingOptions()
 
-    def at_precision(self, precision: str) -> Echo:
-        return self
-
     def translate_batch(self, texts: list[str], options: object = None, memory: object = None) -> list[object]:
         from worker.engine.translation import Translation
 

@@ -57,9 +57,15 @@ def parser() -> argparse.ArgumentParser:
     t = sub.add_parser("translate", help="translate sentences from stdin to stdout")
     t.add_argument("--artifact", required=True, help="artifact directory (python -m export_tools build/demo)")
     t.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    t.add_argument("--precision", choices=PRECISIONS, help="default: int8 on cpu if present, else fp32")
+    t.add_argument(
+        "--precision", choices=PRECISIONS,
+        help="default: on cpu the first of int8-static, int8, fp32 the artifact holds; fp32 on cuda",
+    )  # fmt: skip
     JobOptions.add_arguments(t, documents=("overlap", "budget", "format"))  # a job's options, as its spec says them
-    t.add_argument("--threads", type=int, default=2, help="ONNX Runtime intra-op threads")
+    t.add_argument(
+        "--threads", type=int, default=settings.THREADS,
+        help="ONNX Runtime intra-op threads (default: FANYI_THREADS, 1; one was faster than two on the demo model)",
+    )  # fmt: skip
     t.add_argument("--jsonl", action="store_true", help="write JSON lines with ids, scores and flags")
     t.add_argument("--documents", action="store_true", help='read {"id", "text"} JSON lines; write one result each')
     t.add_argument(

@@ -84,7 +84,6 @@ def test_a_team_logs_in_sees_its_job_move_and_cancels_it(tmp_path, services, ser
 
 
 def test_a_wrong_token_is_told_so_on_the_page(tmp_path, services, server) -> None:
-    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 

@@ -69,7 +69,7 @@ def test_what_changes_the_output_keeps_entries_apart(artifacts) -> None:
         translator.options(beam_size=1, max_new_tokens=16, target_language="cmn_Hant"),  # another language
     ):
         assert not translator.translate_batch([text], other, memory)[0].reused
-    fp32 = translator.at_precision("fp32")  # the same artifact at another precision
+    fp32 = Translator(artifacts["opus-mt-en-zh"], precision="fp32")  # the same artifact at another precision
     assert not fp32.translate_batch([text], greedy, memory)[0].reused
     # A length limit that is the batch's (max_length_ratio) is never remembered: it depends on the batch.
     ratio = translator.options(beam_size=1, max_new_tokens=16, max_length_ratio=1.5)

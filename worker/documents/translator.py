@@ -210,14 +210,13 @@ class DocumentTranslator:
         texts: Sequence[str],
         codes: Sequence[str | None],
         options: DecodingOptions,
-        translator: Translator | None = None,
         memory: Memory | None = None,
         phrases: Sequence[Sequence[str]] | None = None,
     ) -> list[Translation]:
-        """``texts`` translated (by ``translator``, this one's by default; through ``memory``, this one's by
-        default), each read as the language of its model code when documents are routed (one engine call a
-        language); ``phrases``: per text, target text its translation must contain (``Translator.translate_batch``)."""
-        engine, memory = translator or self.translator, memory or self.memory
+        """``texts`` translated (through ``memory``, this one's by default), each read as the language of its
+        model code when documents are routed (one engine call a language); ``phrases``: per text, target text
+        its translation must contain (``Translator.translate_batch``)."""
+        engine, memory = self.translator, memory or self.memory
         wanted = list(phrases) if phrases is not None else [()] * len(texts)
         if self.routing is None:
             return engine.translate_batch(texts, options, memory, wanted)
@@ -293,8 +292,10 @@ class DocumentTranslator:
                 plan.limited.add(i)
 
     def _guard(self, plans: list[_Plan], options: DecodingOptions) -> None:
-        """Retry sentences that show a symptom alone, in fp32 when the artifact has it, with a wider beam
-        and no repeated trigrams; keep the result with fewer symptoms, and flag what remains."""
+        """Retry sentences that show a symptom alone, with a wider beam and no repeated trigrams; keep the result
+        with fewer symptoms, and flag what remains. The retry runs on the engine's own sessions: fp32 ones
+        loaded for it took a process of the opus-mt shape from 284 to 612 MiB resident (peak 366 -> 710),
+        past its budget, and fixed 6 of 51 suspects on real text against 3 (BENCHMARKS.md)."""
         suspects = [
             (plan, i, seen)
             for plan in plans
@@ -311,11 +312,8 @@ class DocumentTranslator:
             num_hypotheses=1,
             no_repeat_ngram_size=options.no_repeat_ngram_size or 3,
         )
-        retry = (
-            self.translator.at_precision("fp32") if "fp32" in self.translator.artifact.precisions else self.translator
-        )
         texts, codes = [plan.sentences[i].text for plan, i, _ in suspects], [plan.codes[i] for plan, i, _ in suspects]
-        redone = self._engine(texts, codes, stronger, retry)
+        redone = self._engine(texts, codes, stronger)
         for (plan, i, before), out in zip(suspects, redone):
             after = symptoms(plan.sentences[i].text, out.text, hit_length_limit="length_limit" in out.flags)
             if len(after) < len(before):

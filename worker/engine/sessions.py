@@ -89,12 +89,40 @@ def _shared_cpu_arena() -> None:
     ort.create_and_register_allocator(memory, ort.OrtArenaCfg(0, -1, ARENA_FIRST_REGION, -1))
 
 
+# On CPU, the fastest INT8 an artifact holds. Static INT8 (activation grids fixed at export, calibrated; the
+# build's quality gate passed it) was faster than per-row dynamic INT8 on every CPU class measured, with
+# and without VNNI or AMX (BENCHMARKS.md, "Per CPU class"), so no class needs another choice yet.
+CPU_PREFERENCE = ("int8-static", "int8", "fp32")
+
+
+def default_precision(artifact: Artifact, device: str) -> str:
+    """The precision a pool runs when none is asked for: fp32 on CUDA, else the first of ``CPU_PREFERENCE``
+    the artifact holds."""
+    if device != "cpu":
+        return "fp32"
+    return next(p for p in CPU_PREFERENCE if p in artifact.precisions or p == "fp32")
+
+
+@functools.cache
+def cpu_class() -> str:
+    """The CPU's widest INT8 instructions (``amx``, ``avx512-vnni``, ``avx-vnni``, ``avx2`` or ``other``), by
+    which the engine's speed against others changes: logged with each pool and counted in the metrics."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().partition("flags")[2].partition("\n")[0].split())
+    except OSError:
+        return "other"
+    for flag, name in (("amx_int8", "amx"), ("avx512_vnni", "avx512-vnni"), ("avx_vnni", "avx-vnni"), ("avx2", "avx2")):
+        if flag in flags:
+            return name
+    return "other"
+
+
 class SessionPool:
     """``size`` encoder/decoder session pairs of one artifact at one precision, shared by threads.
 
-    ``precision`` defaults to int8 on CPU when the artifact has it, else fp32; one the artifact lacks is
-    refused at once. ``threads`` is the total intra-op thread count, split evenly over the pairs so that
-    concurrent batches never oversubscribe the cores. ``io_binding`` keeps the cross-attention K/V in
+    ``precision`` defaults to ``default_precision``; one the artifact lacks is refused at once. ``threads``
+    is the total intra-op thread count, split evenly over the pairs so that concurrent batches never
+    oversubscribe the cores. ``io_binding`` keeps the cross-attention K/V in
     OrtValues on the sessions' device and drops finished sentences from them with the artifact's select
     graph (always on for CUDA); False uses plain numpy runs.
 
@@ -116,8 +144,9 @@ class SessionPool:
             raise ValueError(f"threads and sessions must be >= 1, got threads={threads} sessions={size}")
         self.artifact, self.device, self.io_binding = artifact, device, io_binding
         self.size, self.threads = size, threads
-        self.precision = precision or ("int8" if device == "cpu" and "int8" in artifact.precisions else "fp32")
+        self.precision = precision or default_precision(artifact, device)
         artifact.graph(self.precision, "decoder")  # refuses a precision the artifact lacks, now
+        log.info("%s: %s sessions on %s (CPU: %s)", artifact.artifact_id, self.precision, device, cpu_class())
         self._pid: int | None = None
         self._lock = threading.Lock()
         self._idle: queue.Queue[Inference] = queue.Queue()

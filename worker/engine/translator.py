@@ -70,30 +70,10 @@ class Translator:
         self.pad_id: int = special["pad_token_id"]
         self.max_positions: int | None = self.artifact.manifest.get("max_positions")
         self.generation_config = self.artifact.generation_config()
-        self._siblings: dict[str, Translator] = {}
 
     @property
     def precision(self) -> str:
         return self.pool.precision
-
-    def at_precision(self, precision: str) -> Translator:
-        """The same artifact and settings at another precision (the degeneration guard's fp32 retry).
-
-        Made on first use and kept: its sessions cost memory only in a process that needs them."""
-        if precision == self.precision:
-            return self
-        if precision not in self._siblings:
-            pool = self.pool
-            self._siblings[precision] = Translator(
-                self.artifact,
-                device=pool.device,
-                precision=precision,
-                threads=pool.threads,
-                sessions=pool.size,
-                max_tokens=self.max_tokens,
-                io_binding=pool.io_binding,
-            )
-        return self._siblings[precision]
 
     @functools.cached_property
     def languages(self) -> ModelLanguages:

@@ -79,6 +79,10 @@ TOKENS_REUSED = Counter("fanyi_memory_source_tokens_total", "Source tokens of wi
 CHUNKS_REQUEUED = Counter(
     "fanyi_chunks_requeued_total", "Chunks the watchdog put back in their queue, by why", ["reason"]
 )  # delivery_died: delivered and not acknowledged by a delivery that is not alive; broker_lost: FLUSHALL, restart
+ENGINES_BUILT = Counter(
+    "fanyi_engines_built_total", "Engines a worker process built, by the precision chosen and the CPU's class",
+    ["precision", "cpu"],
+)  # cpu: worker.engine.sessions.cpu_class (amx, avx512-vnni, avx-vnni, avx2, other)
 TASK_SECONDS = Histogram(
     "fanyi_task_duration_seconds", "Time to translate and write one chunk",
     buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200),

@@ -9,6 +9,7 @@ from contract import settings
 from contract.job import Job
 from worker.engine import loaded
 from worker.engine.artifact import ArtifactError
+from worker.engine.sessions import cpu_class
 from worker.engine.translator import Translator
 from worker.monitoring import fleet, metrics
 from worker.runtime.faults import ChunkFault, EnvironmentFault
@@ -17,7 +18,9 @@ from worker.runtime.faults import ChunkFault, EnvironmentFault
 def translator_for(artifact: str) -> Translator:
     """This process's engine for ``artifact``, its batches observed by the worker's metrics."""
     translator = loaded.translator_for(artifact)
-    translator.on_batch = lambda batch: metrics.BATCH_FILL.observe(batch.cost / translator.max_tokens)
+    if translator.on_batch is None:  # built just now
+        metrics.ENGINES_BUILT.labels(translator.precision, cpu_class()).inc()
+        translator.on_batch = lambda batch: metrics.BATCH_FILL.observe(batch.cost / translator.max_tokens)
     return translator
 
 

@@ -25,16 +25,21 @@ def test_empty_translations_of_words_are_a_symptom() -> None:
     assert symptoms("...", "") == []  # nothing to translate, nothing missing
 
 
-def test_suspect_sentences_are_retried_in_fp32_and_what_remains_is_flagged(artifacts, monkeypatch) -> None:
+def test_suspect_sentences_are_retried_with_a_wider_beam_on_the_same_sessions(artifacts, monkeypatch) -> None:
     translator = Translator(artifacts["opus-mt-en-zh"], precision="int8")  # random weights: they loop
-    calls: list[tuple[str, list[str]]] = []  # (precision of the sessions that ran, sentences) of every model call
+    calls: list[tuple[str, int, list[str]]] = []  # (precision, beam, sentences) of every model call
     real = Translator.translate_batch
-    record = lambda self, texts, *a: calls.append((self.precision, list(texts))) or real(self, texts, *a)
+    record = lambda self, texts, options, *a: calls.append((self.precision, options.beam_size, list(texts))) or real(
+        self, texts, options, *a
+    )
     monkeypatch.setattr(Translator, "translate_batch", record)
-    (result,) = DocumentTranslator(translator).translate([("d", "Tom has 3 apples. The meeting starts at 9 am.")])
-    assert calls[0][0] == "int8"
-    retried = [text for precision, texts in calls if precision == "fp32" for text in texts]
-    assert retried, f"no sentence was retried on the fp32 graphs: {calls}"
+    options = translator.options(beam_size=1, max_new_tokens=24)
+    documents = [("d", "Tom has 3 apples. The meeting starts at 9 am.")]
+    (result,) = DocumentTranslator(translator).translate(documents, options)
+    assert {precision for precision, _, _ in calls} == {"int8"}  # no other precision's sessions are made for it
+    assert calls[0][1] == 1
+    retried = [text for _, beam, texts in calls[1:] if beam == 4 for text in texts]
+    assert retried, f"no sentence was retried with a wider beam: {calls}"
     assert len(result.sentences) == 2
     for sentence in result.sentences:
         source = "Tom has 3 apples. The meeting starts at 9 am."[slice(*sentence.source)]

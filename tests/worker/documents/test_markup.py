@@ -42,9 +42,6 @@ class StandIn:
     def options(self, **overrides: Any) -> DecodingOptions:
         return DecodingOptions(**{k: v for k, v in overrides.items() if v is not None})
 
-    def at_precision(self, precision: str) -> StandIn:
-        return self
-
     def translate_batch(
         self, texts: list[str], options: object = None, memory: object = None, phrases: object = None
     ) -> list[Translation]:

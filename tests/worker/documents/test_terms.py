@@ -76,9 +76,6 @@ class Scripted:
     def options(self, **overrides: Any) -> DecodingOptions:
         return DecodingOptions(**{k: v for k, v in overrides.items() if v is not None})
 
-    def at_precision(self, precision: str) -> Scripted:
-        return self
-
     def translate_batch(self, texts: list[str], options: Any = None, memory: Any = None, phrases: Any = None):
         wanted = phrases or [[] for _ in texts]
         keys = [(text, *must) if must else text for text, must in zip(texts, wanted)]
