@@ -408,7 +408,9 @@ def test_routed_documents_are_read_as_their_own_language(translators, references
         results = DocumentTranslator(translator, routing=routing).translate(documents, options)
     assert {r.id: r.source_language for r in results} == {i: i.split("-")[0] for i, _ in documents}
     first = [request.source_language for _, request, _ in calls if request.beam_size == 1]
-    assert sorted(first) == ["de", "en", "fr"]  # one engine call a language (a guard retry searches wider)
+    # The windows: one engine call a language, the first three (a window that does not align is translated
+    # again sentence by sentence, one call a language; a guard retry searches wider).
+    assert sorted(first[:3]) == ["de", "en", "fr"] and set(first[3:]) <= {"de", "en", "fr"}
     for texts, request, outputs in calls:
         case = f"M2M100 read as {request.source_language}, model weights seed {model_seed}"
         theirs = reference.generate(
