@@ -22,14 +22,14 @@ from worker.engine.translation import Alternative, Translation
 
 MAX_TOKENS = 4096  # token budget of one batch (source + beams * target tokens) for a model of opus-mt's size
 BUDGET_WIDTH = 6 * 512  # opus-mt's decoder layers x d_model, for which MAX_TOKENS was measured best
-MAX_BUDGET_SCALE = 8
+MAX_BUDGET_SCALE = 3  # beyond 3x the demo model's memory grew and its speed did not (BENCHMARKS.md)
 
 
 def default_budget(model: Mapping[str, int]) -> int:
     """A batch's token budget for a model of ``model``'s shape (the manifest's ``model``): a batch's memory is
     its tokens times the decoder's width (layers x d_model, the cache it writes), so a smaller model takes
     more tokens for the same memory, and a call of many short documents fewer decoder steps: the demo model
-    (3 x 192) 21,845 tokens, 1.2-1.4x the documents/s of 4,096 (BENCHMARKS.md)."""
+    (3 x 192) 12,288 tokens, about 1.25x the documents/s of 4,096 (BENCHMARKS.md)."""
     width = model.get("decoder_layers", 0) * model.get("d_model", 0)
     scale = min(MAX_BUDGET_SCALE, BUDGET_WIDTH / width) if width else 1
     return int(MAX_TOKENS * max(1, scale))

@@ -27,3 +27,13 @@ def test_empty_input_gives_no_batches() -> None:
 def test_short_sentences_share_a_batch_and_long_ones_do_not() -> None:
     batches = plan_batches([10, 10, 10, 200], max_tokens=400, beams=1, target_estimate=lambda n: n)
     assert [b.indices for b in batches] == [(3,), (0, 1, 2)]
+
+
+def test_a_smaller_decoder_takes_more_tokens_a_batch_up_to_a_cap() -> None:
+    from worker.engine.translator import MAX_TOKENS, default_budget
+
+    assert default_budget({"decoder_layers": 6, "d_model": 512}) == MAX_TOKENS  # opus-mt, t5-small
+    assert default_budget({"decoder_layers": 12, "d_model": 1024}) == MAX_TOKENS  # larger: never below
+    assert default_budget({"decoder_layers": 6, "d_model": 256}) == 2 * MAX_TOKENS  # half the cache per token
+    assert default_budget({"decoder_layers": 3, "d_model": 192}) == 3 * MAX_TOKENS  # the demo model: the cap
+    assert default_budget({}) == MAX_TOKENS  # a manifest without the model's shape
