@@ -114,7 +114,7 @@ HEARTBEAT = _number("FANYI_HEARTBEAT", "10")  # seconds between watchdog passes;
 HEALTH_FILE = _text("FANYI_HEALTH_FILE", "/tmp/fanyi-worker-health.json")  # what a readiness probe reads
 ARTIFACT = _optional("FANYI_ARTIFACT")  # artifact a worker loads at start (jobs name theirs; this one is warm)
 DEVICE = _choice("FANYI_DEVICE", "cpu", ("cpu", "cuda"))  # cpu or cuda
-PRECISION = _optional("FANYI_PRECISION")  # default: fp32 on cuda; on cpu int8-static, else int8, else fp32
+PRECISION = _optional("FANYI_PRECISION")  # default: fp32 on cuda; on cpu int8 if the artifact has it, else fp32
 THREADS = _integer("FANYI_THREADS", "1", 1)  # ONNX Runtime threads per worker process (processes x threads = cores)
 SESSIONS = _integer("FANYI_SESSIONS", "1", 1)  # session pairs per worker process
 METRICS_PORT = _integer("FANYI_METRICS_PORT", "0", 0, 65535)  # worker's Prometheus port; 0 = none

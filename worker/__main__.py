@@ -57,10 +57,7 @@ def parser() -> argparse.ArgumentParser:
     t = sub.add_parser("translate", help="translate sentences from stdin to stdout")
     t.add_argument("--artifact", required=True, help="artifact directory (python -m export_tools build/demo)")
     t.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    t.add_argument(
-        "--precision", choices=PRECISIONS,
-        help="default: on cpu the first of int8-static, int8, fp32 the artifact holds; fp32 on cuda",
-    )  # fmt: skip
+    t.add_argument("--precision", choices=PRECISIONS, help="default: int8 on cpu if present, else fp32")
     JobOptions.add_arguments(t, documents=("overlap", "budget", "format"))  # a job's options, as its spec says them
     t.add_argument(
         "--threads", type=int, default=settings.THREADS,

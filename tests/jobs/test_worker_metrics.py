@@ -29,8 +29,8 @@ def test_a_worker_with_flower_installed_counts_what_it_translated(tmp_path, serv
     scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert metric(scraped, 'fanyi_documents_translated_total{status="ok"}') == 30
     assert metric(scraped, "fanyi_task_duration_seconds_count") >= 2
-    # The demo artifact holds int8-static: the worker chose it by itself, and says on what CPU.
-    assert metric(scraped, f'fanyi_engines_built_total{{cpu="{cpu_class()}",precision="int8-static"}}') >= 1
+    # The precision the worker chose by itself (the demo artifact holds int8 and int8-static), and on what CPU.
+    assert metric(scraped, f'fanyi_engines_built_total{{cpu="{cpu_class()}",precision="int8"}}') >= 1
     assert list(folder.glob("*.db"))
 
 

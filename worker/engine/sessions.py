@@ -89,18 +89,13 @@ def _shared_cpu_arena() -> None:
     ort.create_and_register_allocator(memory, ort.OrtArenaCfg(0, -1, ARENA_FIRST_REGION, -1))
 
 
-# On CPU, the fastest INT8 an artifact holds. Static INT8 (activation grids fixed at export, calibrated; the
-# build's quality gate passed it) was faster than per-row dynamic INT8 on every CPU class measured, with
-# and without VNNI or AMX (BENCHMARKS.md, "Per CPU class"), so no class needs another choice yet.
-CPU_PREFERENCE = ("int8-static", "int8", "fp32")
-
-
 def default_precision(artifact: Artifact, device: str) -> str:
-    """The precision a pool runs when none is asked for: fp32 on CUDA, else the first of ``CPU_PREFERENCE``
-    the artifact holds."""
-    if device != "cpu":
-        return "fp32"
-    return next(p for p in CPU_PREFERENCE if p in artifact.precisions or p == "fp32")
+    """The precision a pool runs when none is asked for: int8 on CPU when the artifact holds it, else fp32.
+
+    Not int8-static, though it was the faster on every CPU class measured (BENCHMARKS.md, "Per CPU class"):
+    its activation grids are fixed by the calibration set, and on real READMEs, far from the demo model's
+    calibration text, it kept one link fewer and one document fewer identical in structure than int8."""
+    return "int8" if device == "cpu" and "int8" in artifact.precisions else "fp32"
 
 
 @functools.cache
