@@ -293,9 +293,10 @@ class DocumentTranslator:
 
     def _guard(self, plans: list[_Plan], options: DecodingOptions) -> None:
         """Retry sentences that show a symptom alone, with a wider beam and no repeated trigrams; keep the result
-        with fewer symptoms, and flag what remains. The retry runs on the engine's own sessions: fp32 ones
-        loaded for it took a process of the opus-mt shape from 284 to 612 MiB resident (peak 366 -> 710),
-        past its budget, and fixed 6 of 51 suspects on real text against 3 (BENCHMARKS.md)."""
+        with fewer symptoms, and flag what remains. The retry runs on the engine's own sessions: fp32 sessions
+        loaded for it took a process of the opus-mt shape from 284 to 612 MiB resident (peak 366 -> 710, past
+        a process's budget) for 6 fixed suspects of 51 on real text where the engine's own fixed 3
+        (BENCHMARKS.md, "The degeneration guard's retry")."""
         suspects = [
             (plan, i, seen)
             for plan in plans

@@ -117,9 +117,9 @@ class SessionPool:
 
     ``precision`` defaults to ``default_precision``; one the artifact lacks is refused at once. ``threads``
     is the total intra-op thread count, split evenly over the pairs so that concurrent batches never
-    oversubscribe the cores. ``io_binding`` keeps the cross-attention K/V in
-    OrtValues on the sessions' device and drops finished sentences from them with the artifact's select
-    graph (always on for CUDA); False uses plain numpy runs.
+    oversubscribe the cores. ``io_binding`` keeps the cross-attention K/V in OrtValues on the sessions'
+    device and drops finished sentences from them with the artifact's select graph (always on for CUDA);
+    False uses plain numpy runs.
 
     Sessions are made on first use in the process that uses them: a pool built in a parent and
     inherited through fork (Celery prefork) rebuilds its sessions in the child, never sharing them.

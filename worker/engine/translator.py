@@ -54,8 +54,8 @@ class Translator:
     """Translate sentences with one artifact.
 
     ``device``, ``precision``, ``threads``, ``sessions`` and ``io_binding`` set up its ``SessionPool``
-    (``worker/engine/sessions.py``); ``max_tokens`` is the token budget of one batch (``default_budget``). A caller that
-    drives the steps itself (verification) holds a session pair for as long as it uses it:
+    (``worker/engine/sessions.py``); ``max_tokens`` is the token budget of one batch (``default_budget``).
+    A caller that drives the steps itself (verification) holds a session pair for as long as it uses it:
     ``with translator.pool.acquire() as inference: ...``; no batch runs on that pair meanwhile.
     """
 
