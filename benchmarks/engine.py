@@ -5,7 +5,8 @@
 
 Workload: a random Marian model with the opus-mt-en-zh shape (d_model 512, 6+6 layers, 8 heads,
 ffn 2048, vocab 65001), 64 source sentences of 10-40 token ids, beam 4, exactly 32 new tokens per
-output (EOS is banned until then, so every engine does the same work), 2 threads (``--threads``). Each engine
+output (EOS is banned until then, so every engine does the same work), 2 threads (``--threads``;
+``--processes N`` runs N processes of each engine at once and adds their throughputs). Each engine
 runs in its own process; the headline rows give every engine the same batches of 16 sentences.
 Latency: one 15-word (20-token) sentence, beam 4, 32 new tokens, p50/p95 over repeated runs.
 Peak memory is the engine process's own ``VmHWM`` (``ru_maxrss`` would carry its parent's high-water
@@ -23,11 +24,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +40,8 @@ import numpy as np
 
 CACHE = Path("build/bench")
 SENTENCES, BATCH, BEAMS, NEW_TOKENS, THREADS = 64, 16, 4, 32, 2
+PROCESSES = 1  # processes of each engine run at once (``--processes``): a layout of processes x threads
+BARRIER = "FANYI_BENCH_BARRIER"  # folder:count, how run_one's processes start their timed runs together
 LATENCY_RUNS = 7
 ENGINES = (
     "pytorch",
@@ -270,6 +275,7 @@ def measure_natural(name: str) -> dict[str, float | str]:
     documents = demo_documents()
     run = natural_engine(name)
     run(documents[:CHUNK])  # warm-up
+    start_together()
     started = time.perf_counter()
     for i in range(0, DOCUMENTS, CHUNK):
         run(documents[i : i + CHUNK])
@@ -286,6 +292,7 @@ def measure(name: str) -> dict[str, float | str]:
     sources, latency_sentence = workload()
     run = engine(name)
     run(batches(sources)[0][:2])  # warm-up: allocations, lazy session creation
+    start_together()
     started = time.perf_counter()
     for batch in [sources] if name in BEST else batches(sources):
         run(batch)
@@ -335,16 +342,34 @@ def rival(name: str) -> str:
 
 
 def run_one(name: str) -> Row | None:
-    """One engine in a fresh process; None (with its error shown) when it failed."""
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.engine", "--one", name, "--threads", str(THREADS)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        print(done.stderr[-2000:], file=sys.stderr)
-        return None
-    row: Row = json.loads(done.stdout.strip().splitlines()[-1])
+    """One engine in ``PROCESSES`` fresh processes at once (their throughputs added, the largest peak
+    memory, the first one's latency); None (with its error shown) when one failed."""
+    with tempfile.TemporaryDirectory() as barrier:
+        command = [sys.executable, "-m", "benchmarks.engine", "--one", name, "--threads", str(THREADS)]
+        env = {**os.environ, BARRIER: f"{barrier}:{PROCESSES}"}
+        running = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                   for _ in range(PROCESSES)]  # fmt: skip
+        rows: list[Row] = []
+        for process in running:
+            out, err = process.communicate()
+            if process.returncode != 0:
+                print(err[-2000:], file=sys.stderr)
+                return None
+            rows.append(json.loads(out.strip().splitlines()[-1]))
+    row = dict(rows[0])
+    row[rate(name)] = sum(float(r[rate(name)]) for r in rows)
+    row["peak_rss_mib"] = max(float(r["peak_rss_mib"]) for r in rows)
     return row
+
+
+def start_together() -> None:
+    """In a measured process: wait until every process of the engine's run is warm (``run_one``)."""
+    folder, count = os.environ.get(BARRIER, ":1").rsplit(":", 1)
+    if int(count) < 2:
+        return
+    Path(folder, str(os.getpid())).touch()
+    while len(list(Path(folder).iterdir())) < int(count):
+        time.sleep(0.01)
 
 
 def run_rounds(engines: list[str], rounds: int) -> list[dict[str, Row]]:
@@ -398,7 +423,7 @@ def table(engines: list[str], rounds: list[dict[str, Row]]) -> str:
 
 
 def main() -> None:
-    global THREADS
+    global THREADS, PROCESSES
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.engine", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -407,11 +432,14 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="times every engine runs, alternating (default: 3)")
     p.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
     p.add_argument("--threads", type=int, default=THREADS, help=f"each engine's intra-op threads (default: {THREADS})")
+    p.add_argument("--processes", type=int, default=PROCESSES,
+                   help="processes of each engine at once, throughputs added (default: 1): --processes 2 "
+                   "--threads 1 against --threads 2 compares layouts of two cores")  # fmt: skip
     p.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one engine in this process
     args = p.parse_args()
-    if args.threads < 1:
-        p.error("--threads must be at least 1")
-    THREADS = args.threads
+    if args.threads < 1 or args.processes < 1:
+        p.error("--threads and --processes must be at least 1")
+    THREADS, PROCESSES = args.threads, args.processes
     if args.one:
         print(json.dumps(measure(args.one)))
         return
@@ -434,7 +462,7 @@ def _write(text: str) -> None:
     body = path.read_text() if path.exists() else "# Benchmarks\n"
     block = (
         f"{start}\n`python -m benchmarks.engine` on {platform.processor() or platform.machine()}, "
-        f"{THREADS} threads, {time.strftime('%Y-%m-%d')}:\n\n{text}\n{end}"
+        f"{PROCESSES} x {THREADS} threads, {time.strftime('%Y-%m-%d')}:\n\n{text}\n{end}"
     )
     if start in body:
         body = body[: body.index(start)] + block + body[body.index(end) + len(end) :]
