@@ -347,13 +347,15 @@ def run_one(name: str) -> Row | None:
     with tempfile.TemporaryDirectory() as barrier:
         command = [sys.executable, "-m", "benchmarks.engine", "--one", name, "--threads", str(THREADS)]
         env = {**os.environ, BARRIER: f"{barrier}:{PROCESSES}"}
-        running = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-                   for _ in range(PROCESSES)]  # fmt: skip
+        errors = [tempfile.TemporaryFile("w+") for _ in range(PROCESSES)]  # a full pipe would stall the barrier
+        running = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=error, text=True, env=env)
+                   for error in errors]  # fmt: skip
         rows: list[Row] = []
-        for process in running:
-            out, err = process.communicate()
+        for process, error in zip(running, errors):
+            out, _ = process.communicate()
             if process.returncode != 0:
-                print(err[-2000:], file=sys.stderr)
+                error.seek(0)
+                print(error.read()[-2000:], file=sys.stderr)
                 return None
             rows.append(json.loads(out.strip().splitlines()[-1]))
     row = dict(rows[0])
@@ -368,7 +370,10 @@ def start_together() -> None:
     if int(count) < 2:
         return
     Path(folder, str(os.getpid())).touch()
+    deadline = time.monotonic() + 600
     while len(list(Path(folder).iterdir())) < int(count):
+        if time.monotonic() > deadline:
+            raise SystemExit("the other processes of this engine's run never got warm: see their errors")
         time.sleep(0.01)
 
 
