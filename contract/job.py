@@ -107,7 +107,7 @@ class Job:
         if not self.input_files:
             return input_key(self.id, number), None
         file = bisect.bisect_right(self.input_files, number) - 1
-        return self.key(f"_inputs/chunks-{file:05d}.arrow"), number - self.input_files[file]
+        return input_file_key(self.id, file), number - self.input_files[file]
 
     def target(self, chunk: int) -> str | None:
         """The language chunk ``chunk`` translates into (None: the one its model writes)."""
@@ -133,6 +133,11 @@ class Job:
 
     def key(self, name: str) -> str:
         return f"{check_job_id(self.id)}/{name}"
+
+
+def input_file_key(job_id: str, file: int) -> str:
+    """Where input file ``file`` of a job is (``Job.input_files``: the chunk inputs it holds)."""
+    return f"{check_job_id(job_id)}/_inputs/chunks-{file:05d}.arrow"
 
 
 def input_key(job_id: str, chunk: int) -> str:
@@ -539,11 +544,11 @@ def finalize(storage: Storage, job: Job) -> dict[str, Any] | None:
 @contextmanager
 def _finalizing(job: Job) -> Iterator[bool]:
     """Whether this caller is the job's one finalizer (True also when Redis cannot say)."""
+    from redis.exceptions import RedisError
+
     from contract import cache
 
     key = cache.FINALIZE_LOCK.format(job=job.id)
-    from redis.exceptions import RedisError
-
     try:
         mine = bool(cache.cache().set(key, "1", nx=True, px=int(FINALIZE_WAIT * 1000)))
     except (RedisError, OSError):  # no Redis: callers race, and _SUCCESS is still created once

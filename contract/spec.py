@@ -62,11 +62,15 @@ SCHEMA: dict[str, Any] = {
         "output": {"type": "string", "minLength": 1},
         "artifact": {"type": "string", "minLength": 1},
         "artifacts": {
-            "type": "object", "minProperties": 1,
+            "type": "object",
+            "minProperties": 1,
             "additionalProperties": {"type": "string", "minLength": 1},
         },
         "target_languages": {
-            "type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "uniqueItems": True
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "minItems": 1,
+            "uniqueItems": True,
         },
         "language_column": {"type": "string", "minLength": 1},
         "glossary": {"type": "string", "minLength": 1},

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from contract.job import FILE_BYTES, FILE_CHUNKS, encode_inputs, ids_key
+from contract.job import FILE_BYTES, FILE_CHUNKS, encode_inputs, ids_key, input_file_key
 from contract.spec import JobSpec, SpecError
 from contract.storage import Storage
 from jobs.chunks import Chunker
@@ -169,7 +169,7 @@ class ChunkWriter:
     def _send(self) -> None:
         self._settle()
         self._room.acquire()
-        key = f"{self.job_id}/_inputs/chunks-{len(self.files) - 1:05d}.arrow"
+        key = input_file_key(self.job_id, len(self.files) - 1)
         future = self._pool.submit(self.storage.put, key, encode_inputs(self._gathered))
         future.add_done_callback(lambda _: self._room.release())
         self._pending.append((future, len(self._gathered)))

@@ -72,7 +72,6 @@ class ModelLanguages:
         target = target or self.default_target or (next(iter(self.writes)) if len(self.writes) == 1 else None)
         return (iso(source) if source else None), (iso(target) if target else None)
 
-
     def told(self, target: str | None) -> str | None:
         """What the engine is told to write for a job's ``target``: the code as the job gives it, or nothing
         for a model that writes one fixed language (a ValueError when that is not ``target``)."""
