@@ -454,9 +454,15 @@ def status(job_id: str, output: str | None = None) -> JobStatus:
     ``wait`` waits out; a job that is not there, ``FileNotFoundError``; a job whose files cannot be read
     (a corrupt part, a broken ``_SUCCESS``, refused credentials: asking again gives the same answer),
     ``StorageError``."""
+    return _job_status(job_id, output)[1]
+
+
+def _job_status(job_id: str, output: str | None, job: Job | None = None) -> tuple[Job, JobStatus]:
+    """``status``, and the job's manifest, read unless ``job`` is it (it never changes: ``wait`` reads it once)."""
     storage, output = _storage(job_id, output)
     try:
-        return _status(storage, job_id, output)
+        job = job or read_job(storage, job_id)
+        return job, _status(storage, job, output)
     except (FileNotFoundError, SpecError, StorageError):
         raise
     except Exception as err:  # noqa: BLE001 - boto3, pyarrow, JSON and OS errors of every kind, in one line
@@ -465,15 +471,16 @@ def status(job_id: str, output: str | None = None) -> JobStatus:
         raise StorageError(f"job {job_id} under {output} cannot be read ({explain(err)})") from None
 
 
-def _status(storage: Storage, job_id: str, output: str) -> JobStatus:
-    job = read_job(storage, job_id)
-    summary = finalize(storage, job)  # a finalizer: the last task may have died before writing _SUCCESS
-    # After finalize: a part written meanwhile is counted with the state it makes; an ended job has every part.
-    done = set(range(len(job.chunks))) if summary else done_chunks(storage, job)
-    state = job_state(summary, lambda marker: storage.exists(job.key(marker)))
-    if state == "cancelled" and _chunks_running(output, job_id, started_before=_cancelled_at(storage, job)):
+def _status(storage: Storage, job: Job, output: str) -> JobStatus:
+    markers = set(storage.files(job.id))  # one listing, not a look per marker
+    done = set() if "_SUCCESS" in markers else done_chunks(storage, job)
+    # A finalizer (the last task may have died before writing _SUCCESS) once every part is there.
+    summary = finalize(storage, job) if "_SUCCESS" in markers or len(done) == len(job.chunks) else None
+    done = set(range(len(job.chunks))) if summary else done
+    state = job_state(summary, markers.__contains__)
+    if state == "cancelled" and _chunks_running(output, job.id, started_before=_cancelled_at(storage, job)):
         state = "cancelling"  # chunks under way since before the cancel still write their parts
-    counts = _counts(summary) if summary else _cached_counts(job_id)
+    counts = _counts(summary) if summary else _cached_counts(job.id)
     documents_done = sum(job.chunks[c] for c in done)
     if counts.errors is None and (not done or state in ("cancelled", "cancelling")):
         counts = _stored_counts(storage, job)  # nothing written yet, or a job that stopped: storage says, once
@@ -600,9 +607,10 @@ def wait(
     deadline = None if timeout is None else time.monotonic() + timeout
     interval = min(0.1, poll)
     current: JobStatus | None = None
+    job: Job | None = None
     while True:
         try:
-            current = status(job_id, output)
+            job, current = _job_status(job_id, output, job)
         except Unreachable as err:
             if current is None:
                 raise
@@ -723,7 +731,7 @@ def delete(job_id: str, output: str | None = None, *, force: bool = False) -> tu
     objects and Redis keys."""
     storage, output = _storage(job_id, output)
     job = read_job(storage, job_id)
-    state = _status(storage, job_id, output).state
+    state = _status(storage, job, output).state
     if state not in TERMINAL and not force:
         raise SpecError(f"job {job_id} is {state}: cancel it first (python -m jobs cancel {job_id}), or delete "
                         "it with --force")  # fmt: skip
