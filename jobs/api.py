@@ -473,6 +473,8 @@ def _job_status(job_id: str, output: str | None, job: Job | None = None) -> tupl
 
 def _status(storage: Storage, job: Job, output: str) -> JobStatus:
     markers = set(storage.files(job.id))  # one listing, not a look per marker
+    if MANIFEST not in markers:  # deleted since ``wait`` read it
+        raise FileNotFoundError(f"no job {job.id!r} under {storage.uri} any more (deleted)")
     done = set() if "_SUCCESS" in markers else done_chunks(storage, job)
     # A finalizer (the last task may have died before writing _SUCCESS) once every part is there.
     summary = finalize(storage, job) if "_SUCCESS" in markers or len(done) == len(job.chunks) else None

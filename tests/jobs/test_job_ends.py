@@ -14,6 +14,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
 import redis
 
 from contract.job import Job, part_key, write_head, write_job
@@ -437,3 +438,24 @@ def test_a_list_of_jobs_reads_one_small_object_per_job(tmp_path, services) -> No
     assert listed["job-old"].documents == 5 and listed["job-old"].name == "listed"
     page = api.jobs(services["output"], after="job-cancelled", keep=lambda s: s.state == "running", limit=1)
     assert [s.id for s in page] == ["job-old"]
+
+
+def test_wait_ends_with_no_job_when_the_job_is_deleted_while_it_waits(services) -> None:
+    """`jobs wait` reads the job's manifest once (it never changes), then its markers at each poll: a job
+    deleted meanwhile ends the wait with "no job", not with a wait for a job that looks as if never enqueued."""
+    from jobs import api
+
+    storage = open_storage(services["output"])
+    job = Job("job-waited", JobSpec("waited", ["in.jsonl"], services["output"], "a"), "id", [3, 2])
+    write_job(storage, job)
+    storage.put(job.key("_ENQUEUED"), b"2\n")
+    seen: list[str] = []
+
+    def deleted_after_first_poll(status: api.JobStatus) -> None:
+        seen.append(status.state)
+        for key in storage.list(job.id):
+            storage.delete(key)
+
+    with pytest.raises(FileNotFoundError, match="no job 'job-waited' .* any more"):
+        api.wait(job.id, services["output"], poll=0.01, timeout=5, on_progress=deleted_after_first_poll)
+    assert seen == ["running"]
