@@ -332,10 +332,12 @@ def list_jobs(storage: Storage) -> list[str]:
     return [f for f in storage.folders() if JOB_ID.fullmatch(f) and storage.exists(f"{f}/{MANIFEST}")]
 
 
-def done_chunks(storage: Storage, job: Job) -> set[int]:
+def done_chunks(storage: Storage, job: Job, parts: Iterable[str] | None = None) -> set[int]:
     """Chunks whose part exists (or was compacted): from storage alone, so it survives Redis losing everything.
-    Parts named for a chunk the job does not have are ignored (``_chunk_number``)."""
-    numbers = (_chunk_number(k.rsplit("/", 1)[1], "part-", ".parquet", job) for k in storage.list(f"{job.id}/parts"))
+    Parts named for a chunk the job does not have are ignored (``_chunk_number``). ``parts``: the keys under the
+    job's ``parts`` folder, when the caller has listed them."""
+    keys = storage.list(f"{job.id}/parts") if parts is None else parts
+    numbers = (_chunk_number(k.rsplit("/", 1)[1], "part-", ".parquet", job) for k in keys)
     return {n for n in numbers if n is not None} | set(compacted_chunks(storage, job))
 
 

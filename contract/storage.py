@@ -116,9 +116,9 @@ class Storage(Protocol):
         ...
 
     def delete(self, key: str) -> None: ...
-    def newest(self, prefix: str) -> float | None:
-        """When the latest key under ``prefix`` was written (seconds since the epoch, the store's clock); None
-        when there is none."""
+    def written(self, prefix: str) -> dict[str, float]:
+        """The keys under ``prefix``, as ``list`` gives them, each with when it was written (seconds since the
+        epoch, the store's clock): one listing where a caller needs both."""
         ...
 
 
@@ -220,14 +220,14 @@ class LocalStorage:
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
 
-    def newest(self, prefix: str) -> float | None:
-        times = []
+    def written(self, prefix: str) -> dict[str, float]:
+        times = {}
         for key in self.list(prefix):
             try:
-                times.append((self.root / key).stat().st_mtime)
+                times[key] = (self.root / key).stat().st_mtime
             except FileNotFoundError:  # deleted since the listing
                 pass
-        return max(times, default=None)
+        return times
 
 
 class S3Storage:
@@ -322,8 +322,9 @@ class S3Storage:
         strip = len(self.prefix) + 1 if self.prefix else 0
         return sorted(obj["Key"][strip:] for obj in self._objects(prefix))
 
-    def newest(self, prefix: str) -> float | None:
-        return max((obj["LastModified"].timestamp() for obj in self._objects(prefix)), default=None)
+    def written(self, prefix: str) -> dict[str, float]:
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        return {obj["Key"][strip:]: obj["LastModified"].timestamp() for obj in self._objects(prefix)}  # in key order
 
     def _objects(self, prefix: str) -> Iterator[dict[str, Any]]:
         folder = self._key(prefix) if prefix else self.prefix  # a folder, as on disk: "a/b" never lists "a/bc"

@@ -475,9 +475,11 @@ def _status(storage: Storage, job: Job, output: str) -> JobStatus:
     markers = set(storage.files(job.id))  # one listing, not a look per marker
     if MANIFEST not in markers:  # deleted since ``wait`` read it
         raise FileNotFoundError(f"no job {job.id!r} under {storage.uri} any more (deleted)")
-    done = set() if "_SUCCESS" in markers else done_chunks(storage, job)
+    ended = "_SUCCESS" in markers
+    parts = {} if ended else storage.written(f"{job.id}/parts")  # one listing: which parts, and the newest's time
+    done = set() if ended else done_chunks(storage, job, parts)
     # A finalizer (the last task may have died before writing _SUCCESS) once every part is there.
-    summary = finalize(storage, job) if "_SUCCESS" in markers or len(done) == len(job.chunks) else None
+    summary = finalize(storage, job) if ended or len(done) == len(job.chunks) else None
     done = set(range(len(job.chunks))) if summary else done
     state = job_state(summary, markers.__contains__)
     if state == "cancelled" and _chunks_running(output, job.id, started_before=_cancelled_at(storage, job)):
@@ -491,7 +493,7 @@ def _status(storage: Storage, job: Job, output: str) -> JobStatus:
     if summary:  # an ended job: its end is written, no part need be looked at
         advanced = summary["finished"]
     else:
-        advanced = (storage.newest(f"{job.id}/parts") or job.created) if done else job.created
+        advanced = max(parts.values(), default=job.created) if done else job.created
     rate = documents_done / max(1e-9, advanced - job.created) if documents_done else 0.0
     failed = summary["failed_chunks"] if summary else {str(c): r for c, r in failures(storage, job).items()}
     stalled = _stalled_for(job, advanced, len(done)) if state == "running" else None

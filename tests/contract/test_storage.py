@@ -4,6 +4,7 @@ leave their prefix, a missing key is FileNotFoundError. Local folders and moto's
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,6 +58,16 @@ def test_list_gives_sorted_keys_under_the_prefix_relative_to_the_root(storage: S
     assert storage.list("b/parts") == ["b/parts/part-00000.parquet", "b/parts/part-00001.parquet"]
     assert storage.list("") == ["a/_job.json", "b/parts/part-00000.parquet", "b/parts/part-00001.parquet", "bb/x"]
     assert storage.list("nothing") == []
+
+
+def test_written_gives_the_keys_of_list_with_the_time_each_was_written(storage: Storage) -> None:
+    before = time.time()
+    for key in ("b/parts/part-00001.parquet", "b/parts/part-00000.parquet", "bb/x"):
+        storage.create(key, b"x")
+    written = storage.written("b/parts")
+    assert list(written) == storage.list("b/parts")
+    assert all(before - 2 <= t <= time.time() + 2 for t in written.values()), written  # S3 times: whole seconds
+    assert storage.written("nothing") == {}
 
 
 @pytest.mark.parametrize("key", ["../x", "a/../../x", "/etc/passwd", "a//b", "a\\b", "a/./b", "a\x00b"])
