@@ -10,8 +10,8 @@ Runtime's CPU kernel for one new token: each row's past in a buffer of its own r
 positions, head size) that the kernel writes the new K/V into in place (``past_present_share_buffer``),
 read through a cache indirection that says, per sentence and beam, which beam's row holds each past
 position, as the slot cache's history does. Same inputs; "max diff": the largest difference of their
-outputs; "invariant": a sentence's output alone equals it among the batch, bit for bit, at 1 and 2
-threads.
+outputs; "invariant": the fused kernel's output for a sentence alone equals its output among the batch,
+bit for bit, at 1 and 2 threads.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from onnx import TensorProto, helper
 from export_tools.graphs import Projections
 
 HEADS, SIZE, BEAMS, POSITIONS, RUNS = 4, 48, 4, 64, 300
+OURS = ("h", "cache_k", "cache_v", "cache_index", "bias")  # our graph's inputs
+FUSED = ("h", "past_k", "past_v", "past_length", "beams", "indirection")  # the fused graph's
 
 
 class OurAttention(torch.nn.Module):
@@ -42,14 +44,14 @@ class OurAttention(torch.nn.Module):
         return self.attention.cached_self_attention(h, cache_k, cache_v, index, bias)
 
 
-def ours(rows: int, past: int) -> bytes:
-    feeds = inputs(rows, past, np.random.default_rng(0))
-    example = tuple(torch.from_numpy(feeds[name]) for name in ("h", "cache_k", "cache_v", "cache_index", "bias"))
-    names = ["h", "cache_k", "cache_v", "cache_index", "bias"]
+def ours(rows: int) -> bytes:
+    """Our graph for ``rows`` slots (the slot cache's width is fixed; rows and past positions are not)."""
+    feeds = inputs(rows, 3, np.random.default_rng(0))
+    example = tuple(torch.from_numpy(feeds[name]) for name in OURS)
     dynamic = {"h": {0: "n"}, "cache_index": {0: "n", 1: "p"}, "bias": {3: "total"}}
     with tempfile.NamedTemporaryFile(suffix=".onnx") as graph:
         outputs = ["out", "new_k", "new_v"]
-        torch.onnx.export(OurAttention(), example, graph.name, input_names=names, output_names=outputs,
+        torch.onnx.export(OurAttention(), example, graph.name, input_names=list(OURS), output_names=outputs,
                           dynamic_axes=dynamic, opset_version=17, dynamo=False)  # fmt: skip
         return graph.read()
 
@@ -60,7 +62,7 @@ def fused() -> bytes:
     shapes: dict[str, list[str | int]] = {"h": ["n", 1, width], "past_k": past, "past_v": past, "past_length": [1],
                                           "beams": [1], "indirection": ["b", BEAMS, POSITIONS]}  # fmt: skip
     types = {"past_length": TensorProto.INT32, "beams": TensorProto.INT32, "indirection": TensorProto.INT32}
-    given = [helper.make_tensor_value_info(n, types.get(n, TensorProto.FLOAT), s) for n, s in shapes.items()]
+    given = [helper.make_tensor_value_info(n, types.get(n, TensorProto.FLOAT), shapes[n]) for n in FUSED]
     outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("out", "present_k", "present_v")]
     node = helper.make_node(
         "DecoderMaskedMultiHeadAttention",
@@ -101,9 +103,9 @@ def session(model: bytes, threads: int = 1) -> ort.InferenceSession:
 
 
 def fused_run(graph: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> Callable[[], np.ndarray]:
-    """One step of the fused graph, its past bound as input and output (written in place)."""
-    names = ("h", "past_k", "past_v", "past_length", "beams", "indirection")
-    values = {name: ort.OrtValue.ortvalue_from_numpy(feeds[name]) for name in names}
+    """One step of the fused graph, its past bound as input and output: each run writes the new K/V at
+    position ``past`` of ``feeds``' buffers, in place (the same values every run; nothing reads them)."""
+    values = {name: ort.OrtValue.ortvalue_from_numpy(feeds[name]) for name in FUSED}
     binding = graph.io_binding()
     for name, value in values.items():
         binding.bind_ortvalue_input(name, value)
@@ -128,7 +130,8 @@ def microseconds(run: Callable[[], object]) -> float:
 
 
 def invariant(graph: bytes, feeds: dict[str, np.ndarray]) -> bool:
-    """Sentence 0 alone equals sentence 0 among the whole batch, at 1 and 2 threads."""
+    """The fused kernel's output for sentence 0 alone equals its output among the whole batch, at 1 and 2
+    threads (ours is batch-invariant by its own tests: ``tests/worker/engine``)."""
     alone = {**feeds, "h": feeds["h"][:BEAMS], "past_k": feeds["past_k"][:BEAMS].copy(),
              "past_v": feeds["past_v"][:BEAMS].copy(), "indirection": feeds["indirection"][:1].copy()}  # fmt: skip
     return all(
@@ -142,15 +145,16 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[4, 32, 116], help="beam rows (multiples of 4)")
     parser.add_argument("--past", type=int, nargs="+", default=[20, 40], help="past positions")
     args = parser.parse_args()
+    if any(rows % BEAMS for rows in args.rows):
+        parser.error(f"--rows: beam rows come {BEAMS} to a sentence; give multiples of {BEAMS}")
     graph = fused()
     print("| rows | past | ours us | fused us | ours / fused | max diff | invariant |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for rows in args.rows:
+        plain = session(ours(rows))
         for past in args.past:
             feeds = inputs(rows, past, np.random.default_rng(0))
-            plain = session(ours(rows, past))
-            names = ("h", "cache_k", "cache_v", "cache_index", "bias")
-            run_ours = lambda: plain.run(["out"], {n: feeds[n] for n in names})[0]  # noqa: B023 - called in the loop
+            run_ours = lambda: plain.run(["out"], {n: feeds[n] for n in OURS})[0]  # noqa: B023 - called in the loop
             run_fused = fused_run(session(graph), dict(feeds))
             diff = float(np.abs(run_ours() - run_fused()).max())
             a, b = microseconds(run_ours), microseconds(run_fused)

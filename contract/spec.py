@@ -91,7 +91,7 @@ SCHEMA: dict[str, Any] = {
 @functools.cache
 def _validator() -> Any:
     """The schema's validator, made (and the schema itself checked) once: ``jsonschema.validate`` checks the
-    schema on every call, 8 ms of each spec read (a job's manifest at every ``jobs wait`` poll) against 0.06."""
+    schema on every call, 8 ms of each spec read (a job's manifest at every ``jobs wait`` poll) against 0.06 ms."""
     validator = jsonschema.validators.validator_for(SCHEMA)
     validator.check_schema(SCHEMA)
     return validator(SCHEMA)
@@ -221,11 +221,11 @@ class JobSpec:
 
     @classmethod
     def from_dict(cls, raw: Any, *, source: str = "spec") -> JobSpec:
-        err = jsonschema.exceptions.best_match(_validator().iter_errors(raw))
-        if err is not None:
-            where = "/".join(str(p) for p in err.absolute_path) or "top level"
-            message = err.message
-            if err.instance is None and err.absolute_path:  # `key:` or `key: null` in YAML
+        invalid = jsonschema.exceptions.best_match(_validator().iter_errors(raw))
+        if invalid is not None:
+            where = "/".join(str(p) for p in invalid.absolute_path) or "top level"
+            message = invalid.message
+            if invalid.instance is None and invalid.absolute_path:  # `key:` or `key: null` in YAML
                 message = f"empty (null); {message.removeprefix('None ')}: give a value, or leave the key out"
             raise SpecError(f"{source}: {where}: {message}")
         if raw.get("schedule") is not None:

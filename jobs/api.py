@@ -461,7 +461,7 @@ def _job_status(job_id: str, output: str | None, job: Job | None = None) -> tupl
     """``status``, and the job's manifest, read unless ``job`` is it (it never changes: ``wait`` reads it once)."""
     storage, output = _storage(job_id, output)
     try:
-        job = job or read_job(storage, job_id)
+        job = job if job is not None else read_job(storage, job_id)
         return job, _status(storage, job, output)
     except (FileNotFoundError, SpecError, StorageError):
         raise
