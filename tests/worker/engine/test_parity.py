@@ -2,7 +2,8 @@
 
 * The text grid, on all six real-like models: greedy and beam 4, one sentence and seven of mixed
   lengths and scripts, natural stop and forced length, each model's languages (two pairs or more
-  besides the defaults for the many-to-many ones): the same text, the same ids, scores within 1e-4.
+  besides the defaults for the many-to-many ones): the same text, the same ids, scores within 1e-4 (on a
+  sentence float32 computes badly, as close to ``generate``'s in float64 as ``generate``'s own: ``_compare``).
 * The option grid, on one model of each search-relevant shape (Marian with banned pad, forced EOS
   and renormalized scores; M2M100 with a forced target token; T5): beam 5, length penalty 0.6 / 1.0
   / 2.0, no-repeat n-gram 0 / 3, natural stop and forced length.
