@@ -29,7 +29,7 @@ def default_budget(model: Mapping[str, int]) -> int:
     """A batch's token budget for a model of ``model``'s shape (the manifest's ``model``): a batch's memory is
     its tokens times the decoder's width (layers x d_model, the cache it writes), so a smaller model takes
     more tokens for the same memory, and a call of many short documents fewer decoder steps: the demo model
-    (3 x 192) 12,288 tokens, about 1.25x the documents/s of 4,096 (BENCHMARKS.md)."""
+    (3 x 192) 12,288 tokens, 1.29x the documents/s of 4,096 in paired rounds (BENCHMARKS.md)."""
     width = model.get("decoder_layers", 0) * model.get("d_model", 0)
     scale = min(MAX_BUDGET_SCALE, BUDGET_WIDTH / width) if width else 1
     return int(MAX_TOKENS * max(1, scale))
